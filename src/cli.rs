@@ -1,0 +1,153 @@
+//! The command line: one subcommand per job, each flag also an environment
+//! variable (`JANUS_REGISTRATION_*`) so a container is configured the same way.
+//! Parsing only: each command's work lives in its own module.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::server::{DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, ServeConfig};
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "janus-registration",
+    version,
+    about = "The registration endpoint Janus nodes announce themselves to"
+)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Serve the protocol-2 registration endpoint over HTTPS.
+    #[command(
+        after_help = "Example:\n  janus-registration serve --fleet fleet/ --cert controller.crt --key controller.key --state state/"
+    )]
+    Serve(ServeArgs),
+    /// Mint a development fleet, the endpoint's certificate, or a node CA.
+    #[command(subcommand)]
+    Certs(CertsCommand),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address and port to listen on.
+    #[arg(long, env = "JANUS_REGISTRATION_LISTEN", default_value = DEFAULT_LISTEN)]
+    pub listen: String,
+    /// The fleet directory: root.crt and bundle.json.
+    #[arg(long, env = "JANUS_REGISTRATION_FLEET")]
+    pub fleet: PathBuf,
+    /// This endpoint's certificate chain (PEM: leaf, then the issuing CA).
+    #[arg(long, env = "JANUS_REGISTRATION_CERT")]
+    pub cert: PathBuf,
+    /// This endpoint's private key (PEM).
+    #[arg(long, env = "JANUS_REGISTRATION_KEY")]
+    pub key: PathBuf,
+    /// The state directory: tokens, nodes/, approved/.
+    #[arg(long, env = "JANUS_REGISTRATION_STATE")]
+    pub state: PathBuf,
+    /// Connections open at once; more are closed at accept.
+    #[arg(long, env = "JANUS_REGISTRATION_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
+    pub max_connections: usize,
+    /// Seconds in-flight requests get to finish after SIGTERM.
+    #[arg(long, env = "JANUS_REGISTRATION_SHUTDOWN_GRACE", default_value_t = 10)]
+    pub shutdown_grace: u64,
+}
+
+impl ServeArgs {
+    pub fn config(&self) -> ServeConfig {
+        ServeConfig {
+            fleet: self.fleet.clone(),
+            cert: self.cert.clone(),
+            key: self.key.clone(),
+            state: self.state.clone(),
+            max_connections: self.max_connections.max(1),
+            shutdown_grace: Duration::from_secs(self.shutdown_grace),
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// A development fleet: root.crt/.key, issuing.crt/.key, bundle.json.
+    #[command(
+        after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'"
+    )]
+    Fleet(FleetArgs),
+    /// The endpoint's controller.fleet.janus certificate, signed by the fleet's issuing CA.
+    #[command(
+        after_help = "Example:\n  janus-registration certs controller --fleet fleet/ --out controller --san 10.0.2.2"
+    )]
+    Controller(ControllerArgs),
+    /// A node CA with the real node's profile, and its console line.
+    #[command(
+        after_help = "Example:\n  janus-registration certs node-ca --name edge-2 --out edge-2-ca"
+    )]
+    NodeCa(NodeCaArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// Directory to write the fleet into.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The fleet's name, in its certificates' common names.
+    #[arg(long, default_value = "Development fleet")]
+    pub name: String,
+    /// Re-sign bundle.json at this (higher) version with the existing root and issuing CA.
+    #[arg(long)]
+    pub bundle_version: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// The fleet directory (issuing.crt, issuing.key).
+    #[arg(long, env = "JANUS_REGISTRATION_FLEET")]
+    pub fleet: PathBuf,
+    /// Writes PREFIX.crt (leaf + issuing CA) and PREFIX.key (0600).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Validity in days.
+    #[arg(long, default_value_t = 365)]
+    pub days: i64,
+    /// An extra subject alternative name (DNS name or IP address); repeatable.
+    #[arg(long = "san")]
+    pub sans: Vec<String>,
+    /// Rewrite only when the existing certificate expires within this (e.g. 10d, 12h).
+    #[arg(long, value_parser = parse_duration)]
+    pub renew_within: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeCaArgs {
+    /// The node's hostname.
+    #[arg(long)]
+    pub name: String,
+    /// Writes PREFIX.crt and PREFIX.key (0600).
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+/// `90s`, `15m`, `12h`, `10d`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a duration such as 90s, 15m, 12h or 10d"))?;
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => {
+            return Err(format!(
+                "{s:?} is not a duration such as 90s, 15m, 12h or 10d"
+            ));
+        }
+    };
+    Ok(Duration::from_secs(secs))
+}

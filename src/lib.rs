@@ -1,0 +1,20 @@
+//! janus-registration: the protocol-2 registration endpoint Janus nodes
+//! announce themselves to, a drop-in for the reference `registration-server.py`
+//! on the same state layout, and the tools around it.
+//!
+//! # Layout
+//! - [`cli`]: the command line (clap), turned into each command's config.
+//! - [`protocol`]: the wire types, shared by the server and the agent.
+//! - [`pki`]: every certificate, key and bundle check; the only DER reader.
+//! - [`store`]: the state directory (`tokens`, `nodes/`, `approved/`); the only writer.
+//! - [`server`]: `serve`, the HTTPS endpoint.
+//! - [`certs`]: `certs`, minting fleets and certificates with rcgen.
+//! - [`shutdown`]: SIGINT/SIGTERM as one future.
+
+pub mod certs;
+pub mod cli;
+pub mod pki;
+pub mod protocol;
+pub mod server;
+pub mod shutdown;
+pub mod store;

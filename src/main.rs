@@ -1,0 +1,53 @@
+//! The `janus-registration` binary: parse, set up logging, dispatch, and turn
+//! the outcome into an exit code. Everything else lives in the library.
+
+use std::process::ExitCode;
+
+use clap::Parser;
+use janus_registration::cli::{Cli, Command};
+use janus_registration::{certs, server, shutdown};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    init_tracing();
+    match run(cli) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("janus-registration: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(cli: Cli) -> Result<(), String> {
+    match cli.command {
+        Command::Serve(args) => {
+            let prepared = server::prepare(args.config()).map_err(|e| e.to_string())?;
+            let listener = std::net::TcpListener::bind(&args.listen)
+                .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
+            runtime()?
+                .block_on(prepared.serve(listener, shutdown::signal()))
+                .map_err(|e| e.to_string())
+        }
+        Command::Certs(command) => {
+            println!("{}", certs::run(&command).map_err(|e| e.to_string())?);
+            Ok(())
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime, String> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("cannot start the runtime: {e}"))
+}
+
+fn init_tracing() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("janus_registration=info"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+}

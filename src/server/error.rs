@@ -1,0 +1,104 @@
+//! The one place that knows HTTP statuses: every way a request can fail maps
+//! to its status and a JSON `{"error": "..."}` body here.
+//!
+//! Invariants: never 409, and never a body naming `service_cert_pem` (either
+//! makes a node post its admin key); internal causes are logged, not sent.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+
+use crate::protocol::{ErrorBody, Refusal};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ApiError {
+    /// Bad input; the message names the field.
+    #[error("{0}")]
+    BadRequest(String),
+    /// Unknown path, unknown or malformed id, missing or wrong poll secret:
+    /// the node cannot tell them apart, and must not.
+    #[error("not found")]
+    NotFound,
+    #[error("the request body is larger than 64 KiB")]
+    TooLarge,
+    #[error("the request body did not arrive in time")]
+    Timeout,
+    /// Too many pending announcements: a token still admits.
+    #[error("{0}")]
+    Unavailable(String),
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl From<Refusal> for ApiError {
+    fn from(r: Refusal) -> Self {
+        ApiError::BadRequest(r.0)
+    }
+}
+
+impl From<std::io::Error> for ApiError {
+    fn from(e: std::io::Error) -> Self {
+        ApiError::Internal(e.to_string())
+    }
+}
+
+impl ApiError {
+    pub fn status(&self) -> StatusCode {
+        match self {
+            ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            ApiError::Timeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let message = match &self {
+            ApiError::Internal(cause) => {
+                tracing::error!(cause = %cause, "request failed");
+                "internal error".to_string()
+            }
+            other => other.to_string(),
+        };
+        // Belt and braces: whatever a future message says, this word never leaves.
+        let message = message.replace("service_cert_pem", "service credential");
+        (self.status(), Json(ErrorBody { error: message })).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn never_409_never_the_fallback_word() {
+        let all = [
+            ApiError::BadRequest("service_cert_pem is required".into()),
+            ApiError::NotFound,
+            ApiError::TooLarge,
+            ApiError::Timeout,
+            ApiError::Unavailable("x".into()),
+            ApiError::Internal("y".into()),
+        ];
+        for e in all {
+            assert_ne!(e.status(), StatusCode::CONFLICT);
+            let response = e.into_response();
+            let body = futures_body(response);
+            assert!(!body.contains("service_cert_pem"), "{body}");
+        }
+    }
+
+    fn futures_body(response: Response) -> String {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let bytes = rt
+            .block_on(axum::body::to_bytes(response.into_body(), 1 << 16))
+            .unwrap();
+        String::from_utf8(bytes.to_vec()).unwrap()
+    }
+}

@@ -1,0 +1,202 @@
+//! `serve`: the protocol-2 registration endpoint over HTTPS.
+//!
+//! It owns the startup checks (all made before a socket is bound), the router,
+//! the connection policy (HTTP/1.1, `Connection: close` after every answer,
+//! bounded handshake and header times, a cap on open connections) and
+//! graceful shutdown. What each route does is in [`routes`]; what each failure
+//! answers is in [`error`]; the state is in [`crate::store`].
+
+pub mod error;
+pub mod routes;
+pub mod tls;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::routing::{get, post};
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use crate::pki::{Fleet, PkiError, ServedIdentity};
+use crate::protocol::Trust;
+use crate::store::Store;
+
+pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// A client must finish its TLS handshake, then its request head, within this.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// Bounds request heads: enough for any header a node or a browser sends.
+const MAX_HEAD_BYTES: usize = 32 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    pub fleet: PathBuf,
+    pub cert: PathBuf,
+    pub key: PathBuf,
+    pub state: PathBuf,
+    pub max_connections: usize,
+    pub shutdown_grace: Duration,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum StartupError {
+    #[error("the fleet in {dir} is not usable: {source}")]
+    Fleet { dir: PathBuf, source: PkiError },
+    #[error("the endpoint's certificate is not usable: {0}")]
+    Cert(PkiError),
+    #[error("the state directory is not usable: {0}")]
+    State(std::io::Error),
+    #[error("TLS configuration: {0}")]
+    Tls(#[from] rustls::Error),
+}
+
+/// The fleet's trust, with the 200 answer already serialised.
+pub struct ServedTrust {
+    pub fleet: Fleet,
+    pub trust: Trust,
+    pub trust_json: Bytes,
+}
+
+impl ServedTrust {
+    pub fn new(fleet: Fleet) -> Self {
+        let trust = Trust {
+            root_cert: fleet.root_pem.clone(),
+            bundle: BASE64.encode(&fleet.bundle),
+        };
+        let trust_json = Bytes::from(serde_json::to_vec(&trust).expect("strings serialise"));
+        ServedTrust {
+            fleet,
+            trust,
+            trust_json,
+        }
+    }
+}
+
+/// What every request shares.
+pub struct App {
+    pub store: Store,
+    trust: RwLock<Arc<ServedTrust>>,
+}
+
+impl App {
+    pub fn trust(&self) -> Arc<ServedTrust> {
+        self.trust.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// A server that passed its startup checks and has not bound a socket yet.
+pub struct Prepared {
+    app: Arc<App>,
+    cert: Arc<tls::CurrentCert>,
+    config: ServeConfig,
+}
+
+/// Every startup check, in the order an operator would fix them.
+pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
+    let fleet = Fleet::load(&config.fleet).map_err(|source| StartupError::Fleet {
+        dir: config.fleet.clone(),
+        source,
+    })?;
+    let identity = ServedIdentity::load(&config.cert, &config.key, &tls::provider())
+        .map_err(StartupError::Cert)?;
+    if let Err(why) = identity.verify_for_fleet(&fleet.root_der, tls::provider()) {
+        tracing::warn!(
+            cert = %config.cert.display(),
+            reason = %why,
+            "the served certificate does not verify for controller.fleet.janus through the fleet root: \
+             nodes provisioned with the fleet root will fall back to controller_ca_cert"
+        );
+    }
+    let store = Store::open(&config.state).map_err(StartupError::State)?;
+    tracing::info!(
+        fleet_root_sha256 = %fleet.root_sha256,
+        bundle_version = fleet.bundle_version,
+        cert_not_after = %unix_to_rfc3339(identity.not_after),
+        state = %config.state.display(),
+        "fleet and certificate loaded"
+    );
+    Ok(Prepared {
+        app: Arc::new(App {
+            store,
+            trust: RwLock::new(Arc::new(ServedTrust::new(fleet))),
+        }),
+        cert: Arc::new(tls::CurrentCert::new(identity.certified)),
+        config,
+    })
+}
+
+pub fn router(app: Arc<App>) -> Router {
+    Router::new()
+        .route("/register", post(routes::announce))
+        .route("/register/{id}", get(routes::poll))
+        .route("/healthz", get(routes::healthz))
+        .fallback(routes::not_found)
+        .layer(axum::middleware::from_fn(routes::log_request))
+        .with_state(app)
+}
+
+impl Prepared {
+    pub fn app(&self) -> Arc<App> {
+        self.app.clone()
+    }
+
+    /// Serves on `listener` until `shutdown` resolves, then lets in-flight
+    /// requests finish for at most the configured grace period.
+    pub async fn serve(
+        self,
+        listener: std::net::TcpListener,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> std::io::Result<()> {
+        listener.set_nonblocking(true)?;
+        let local = listener.local_addr()?;
+        let rustls = RustlsConfig::from_config(Arc::new(
+            tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
+        ));
+        let acceptor = RustlsAcceptor::new(rustls)
+            .handshake_timeout(HANDSHAKE_TIMEOUT)
+            .acceptor(tls::ConnectionCap::new(self.config.max_connections));
+        let handle = axum_server::Handle::new();
+        let grace = self.config.shutdown_grace;
+        let on_signal = handle.clone();
+        tokio::spawn(async move {
+            shutdown.await;
+            tracing::info!(
+                grace_secs = grace.as_secs(),
+                "shutting down: no new connections"
+            );
+            on_signal.graceful_shutdown(Some(grace));
+        });
+        let mut server = axum_server::from_tcp(listener)?
+            .acceptor(acceptor)
+            .handle(handle)
+            .http1_only()
+            .first_request_timeout(REQUEST_HEAD_TIMEOUT);
+        server
+            .http_builder()
+            .http1()
+            .keep_alive(false)
+            .max_buf_size(MAX_HEAD_BYTES)
+            .header_read_timeout(Some(REQUEST_HEAD_TIMEOUT));
+        tracing::info!(listen = %local, "serving");
+        server
+            .serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>())
+            .await
+    }
+}
+
+fn unix_to_rfc3339(secs: i64) -> String {
+    time::OffsetDateTime::from_unix_timestamp(secs)
+        .ok()
+        .and_then(|t| {
+            t.format(&time::format_description::well_known::Rfc3339)
+                .ok()
+        })
+        .unwrap_or_else(|| secs.to_string())
+}

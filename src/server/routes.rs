@@ -1,0 +1,201 @@
+//! The handlers: extract, validate (protocol), act on the state (store),
+//! answer (protocol types or [`ApiError`]). File work runs on the blocking
+//! pool, so a slow disk never stalls the async workers.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::Json;
+use axum::body::{Body, Bytes};
+use axum::extract::{ConnectInfo, Path, Request, State};
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use subtle::ConstantTimeEq;
+
+use super::App;
+use super::error::ApiError;
+use crate::pki::sha256_hex;
+use crate::protocol::{AnnounceAnswer, Announcement, MAX_BODY};
+use crate::store::{NodeId, NodeRecord};
+
+/// How long a client may take to send its body once its headers arrived.
+const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+
+pub async fn announce(
+    State(app): State<Arc<App>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<Response, ApiError> {
+    let body = read_body(&headers, body).await?;
+    let announcement = Announcement::parse(&body)?;
+    let trust = app.trust();
+    let blocking_app = app.clone();
+    let answer =
+        tokio::task::spawn_blocking(move || admit_or_hold(&blocking_app, announcement, peer))
+            .await
+            .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let answer = AnnounceAnswer {
+        trust: answer.admitted.then(|| trust.trust.clone()),
+        ..answer
+    };
+    if answer.admitted {
+        tracing::info!(node = %answer.id, "node admitted by token");
+    } else {
+        tracing::info!(node = %answer.id, "node announced, pending approval");
+    }
+    Ok((StatusCode::CREATED, Json(answer)).into_response())
+}
+
+/// Consumes the token (durably) before the record says `admitted`, and both
+/// before the answer: a crash in between never admits twice.
+fn admit_or_hold(
+    app: &App,
+    announcement: Announcement,
+    peer: SocketAddr,
+) -> Result<AnnounceAnswer, ApiError> {
+    let id = NodeId::generate();
+    let admitted = app.store.tokens.consume(&announcement.registration_token)?;
+    let record = NodeRecord {
+        id: id.to_string(),
+        name: announcement.name,
+        address: announcement.address,
+        ca_cert_pem: announcement.ca_cert_pem,
+        admitted,
+        poll_secret_sha256: sha256_hex(announcement.poll_secret.as_bytes()),
+        ca_sha256: Some(announcement.ca_sha256),
+        announced_at: Some(now_rfc3339()),
+        peer_address: Some(peer.to_string()),
+        admitted_by: admitted.then(|| "token".to_string()),
+        extra: Default::default(),
+    };
+    app.store.write_record(&record)?;
+    if admitted {
+        app.store.approve(&id)?;
+    }
+    Ok(AnnounceAnswer {
+        id: id.to_string(),
+        admitted,
+        trust: None,
+    })
+}
+
+pub async fn poll(
+    State(app): State<Arc<App>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> Result<Response, ApiError> {
+    let id = NodeId::parse(&id).ok_or(ApiError::NotFound)?;
+    let secret = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .ok_or(ApiError::NotFound)?;
+    let presented = sha256_hex(secret);
+    let blocking_app = app.clone();
+    let approved = tokio::task::spawn_blocking(move || -> Result<bool, ApiError> {
+        let record = blocking_app
+            .store
+            .read_record(&id)?
+            .ok_or(ApiError::NotFound)?;
+        let matches: bool = presented
+            .as_bytes()
+            .ct_eq(record.poll_secret_sha256.as_bytes())
+            .into();
+        if !matches {
+            return Err(ApiError::NotFound);
+        }
+        Ok(blocking_app.store.is_approved(&id))
+    })
+    .await
+    .map_err(|e| ApiError::Internal(e.to_string()))??;
+    if !approved {
+        return Ok(StatusCode::ACCEPTED.into_response());
+    }
+    let trust = app.trust();
+    Ok((
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        trust.trust_json.clone(),
+    )
+        .into_response())
+}
+
+/// 200 while the fleet is loaded and the state directory takes new files.
+pub async fn healthz(State(app): State<Arc<App>>) -> Response {
+    let blocking_app = app.clone();
+    let writable = tokio::task::spawn_blocking(move || blocking_app.store.check_writable()).await;
+    match writable {
+        Ok(Ok(())) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response(),
+        Ok(Err(e)) => {
+            tracing::warn!(cause = %e, "health check: state directory not writable");
+            let reason = serde_json::json!({"status": "unavailable", "reason": "state directory not writable"});
+            (StatusCode::SERVICE_UNAVAILABLE, Json(reason)).into_response()
+        }
+        Err(e) => ApiError::Internal(e.to_string()).into_response(),
+    }
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::NotFound
+}
+
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY as u64) {
+        return Err(ApiError::TooLarge);
+    }
+    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+        Err(_) => Err(ApiError::Timeout),
+        Ok(Ok(bytes)) => Ok(bytes),
+        Ok(Err(e)) => {
+            let too_large = e.into_inner().is::<http_body_util::LengthLimitError>();
+            Err(if too_large {
+                ApiError::TooLarge
+            } else {
+                ApiError::BadRequest("the request body could not be read".into())
+            })
+        }
+    }
+}
+
+/// One line per request: method, path (with the id), status, latency, peer.
+/// Headers are never logged: the poll secret travels in one.
+pub async fn log_request(request: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = request.method().clone();
+    let path = request.uri().path().to_string();
+    let peer = request
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.to_string())
+        .unwrap_or_default();
+    let response = next.run(request).await;
+    tracing::info!(
+        %method,
+        path = %truncate(&path, 128),
+        status = response.status().as_u16(),
+        latency_us = started.elapsed().as_micros() as u64,
+        %peer,
+        "request"
+    );
+    response
+}
+
+fn truncate(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+pub fn now_rfc3339() -> String {
+    let now = time::OffsetDateTime::now_utc();
+    let now = now.replace_nanosecond(0).unwrap_or(now);
+    now.format(&time::format_description::well_known::Rfc3339)
+        .unwrap_or_default()
+}

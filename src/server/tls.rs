@@ -1,0 +1,117 @@
+//! The endpoint's TLS: one rustls configuration whose certificate can be
+//! swapped while serving, and an acceptor that caps open connections.
+//!
+//! Invariants: every handshake is offered a certificate whatever its SNI (a
+//! node in fleet mode asks for `controller.fleet.janus`; aborting on an
+//! unknown name would make it loop forever, janus-node-side.md §2.3); TLS 1.2
+//! and 1.3 only; no client certificate; HTTP/1.1 only.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+use std::task::{Context, Poll};
+
+use axum_server::accept::Accept;
+use rustls::ServerConfig;
+use rustls::crypto::CryptoProvider;
+use rustls::server::{ClientHello, ResolvesServerCert};
+use rustls::sign::CertifiedKey;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The crypto provider of every TLS session in this crate.
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Serves the current certificate to every client, whatever name it asks for.
+#[derive(Debug)]
+pub struct CurrentCert(RwLock<Arc<CertifiedKey>>);
+
+impl CurrentCert {
+    pub fn new(key: Arc<CertifiedKey>) -> Self {
+        CurrentCert(RwLock::new(key))
+    }
+
+    /// Takes effect at the next handshake; the caller has checked `key`.
+    pub fn replace(&self, key: Arc<CertifiedKey>) {
+        *self.0.write().unwrap_or_else(|e| e.into_inner()) = key;
+    }
+}
+
+impl ResolvesServerCert for CurrentCert {
+    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
+        Some(self.0.read().unwrap_or_else(|e| e.into_inner()).clone())
+    }
+}
+
+pub fn server_config(cert: Arc<CurrentCert>) -> Result<ServerConfig, rustls::Error> {
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
+        .with_no_client_auth()
+        .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(config)
+}
+
+/// Refuses a connection outright when `max` are already open, before any
+/// handshake work, so a flood costs us a closed socket and no more.
+#[derive(Clone)]
+pub struct ConnectionCap(Arc<Semaphore>);
+
+impl ConnectionCap {
+    pub fn new(max: usize) -> Self {
+        ConnectionCap(Arc::new(Semaphore::new(max)))
+    }
+}
+
+impl<I, S> Accept<I, S> for ConnectionCap {
+    type Stream = Capped<I>;
+    type Service = S;
+    type Future = std::future::Ready<io::Result<(Capped<I>, S)>>;
+
+    fn accept(&self, stream: I, service: S) -> <Self as Accept<I, S>>::Future {
+        std::future::ready(match self.0.clone().try_acquire_owned() {
+            Ok(permit) => Ok((
+                Capped {
+                    inner: stream,
+                    _permit: permit,
+                },
+                service,
+            )),
+            Err(_) => Err(io::Error::other("connection cap reached")),
+        })
+    }
+}
+
+/// A stream that gives its connection slot back when dropped.
+pub struct Capped<I> {
+    inner: I,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Capped<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncWrite + Unpin> AsyncWrite for Capped<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}

@@ -1,0 +1,57 @@
+//! The node id: 32 lowercase hex characters from a CSPRNG, as the reference
+//! issues them. Parsing is the only way to get one from outside, so an id can
+//! never name a path outside `nodes/` or `approved/`.
+
+use std::fmt;
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct NodeId(String);
+
+impl NodeId {
+    pub fn generate() -> Self {
+        let bytes: [u8; 16] = rand::random();
+        NodeId(crate::pki::hex(&bytes))
+    }
+
+    /// `None` unless `s` is exactly 32 lowercase hex characters.
+    pub fn parse(s: &str) -> Option<Self> {
+        let valid = s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
+        valid.then(|| NodeId(s.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for NodeId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn generated_ids_parse_and_differ() {
+        let a = NodeId::generate();
+        assert_eq!(NodeId::parse(a.as_str()), Some(a.clone()));
+        assert_ne!(a, NodeId::generate());
+    }
+
+    #[test]
+    fn refuses_anything_else() {
+        for bad in [
+            "",
+            "../../etc/passwd",
+            &"A".repeat(32),
+            &"a".repeat(31),
+            &"a".repeat(33),
+            &"g".repeat(32),
+        ] {
+            assert_eq!(NodeId::parse(bad), None, "{bad}");
+        }
+    }
+}
