@@ -30,6 +30,20 @@ pub enum Command {
     /// Mint a development fleet, the endpoint's certificate, or a node CA.
     #[command(subcommand)]
     Certs(CertsCommand),
+    /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
+    #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
+    Healthcheck(HealthcheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct HealthcheckArgs {
+    /// The endpoint's address (host:port).
+    #[arg(
+        long,
+        env = "JANUS_REGISTRATION_HEALTHCHECK_ADDR",
+        default_value = "127.0.0.1:8443"
+    )]
+    pub addr: String,
 }
 
 #[derive(Debug, Args)]

@@ -8,11 +8,15 @@
 //! - [`pki`]: every certificate, key and bundle check; the only DER reader.
 //! - [`store`]: the state directory (`tokens`, `nodes/`, `approved/`); the only writer.
 //! - [`server`]: `serve`, the HTTPS endpoint.
+//! - [`agent`]: the node side: janusd's HTTPS client and registration loop.
 //! - [`certs`]: `certs`, minting fleets and certificates with rcgen.
+//! - [`healthcheck`]: `healthcheck`, the container's probe of `/healthz`.
 //! - [`shutdown`]: SIGINT/SIGTERM as one future.
 
+pub mod agent;
 pub mod certs;
 pub mod cli;
+pub mod healthcheck;
 pub mod pki;
 pub mod protocol;
 pub mod server;

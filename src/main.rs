@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use janus_registration::cli::{Cli, Command};
-use janus_registration::{certs, server, shutdown};
+use janus_registration::{certs, healthcheck, server, shutdown};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -28,6 +28,10 @@ fn run(cli: Cli) -> Result<(), String> {
             runtime()?
                 .block_on(prepared.serve(listener, shutdown::signal()))
                 .map_err(|e| e.to_string())
+        }
+        Command::Healthcheck(args) => {
+            println!("{}", runtime()?.block_on(healthcheck::check(&args.addr))?);
+            Ok(())
         }
         Command::Certs(command) => {
             println!("{}", certs::run(&command).map_err(|e| e.to_string())?);
