@@ -18,6 +18,23 @@ use crate::server::{DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, ServeConfig};
 pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
+    /// Log lines as text, or as one JSON object each (for log shippers).
+    #[arg(long, global = true, env = "JANUS_REGISTRATION_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+    /// Log level (error, warn, info, debug, trace); RUST_LOG, when set, wins.
+    #[arg(
+        long,
+        global = true,
+        env = "JANUS_REGISTRATION_LOG_LEVEL",
+        default_value = "info"
+    )]
+    pub log_level: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Debug, Subcommand)]

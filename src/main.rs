@@ -4,12 +4,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use janus_registration::cli::{Cli, Command};
+use janus_registration::cli::{Cli, Command, LogFormat};
 use janus_registration::{certs, healthcheck, server, shutdown};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing();
+    init_tracing(cli.log_format, &cli.log_level);
     match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(message) => {
@@ -47,11 +47,18 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-fn init_tracing() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("janus_registration=info"));
-    tracing_subscriber::fmt()
+/// Logs go to stderr; colour only on a terminal.
+fn init_tracing(format: LogFormat, level: &str) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new(format!("janus_registration={level}"))
+    });
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
-        .init();
+        .with_ansi(std::io::stderr().is_terminal());
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
 }

@@ -1,0 +1,168 @@
+//! Startup checks: each refusal is one clear sentence and a non-zero exit,
+//! before any socket is bound.
+
+mod common;
+
+use std::os::unix::fs::PermissionsExt;
+use std::process::Command;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+use common::*;
+use janus_registration::certs;
+use rcgen::SigningKey;
+
+fn serve_fails(fx: &Fixture, expected: &str) {
+    let output = Command::new(BIN).args(fx.serve_args()).output().unwrap();
+    assert!(
+        !output.status.success(),
+        "serve should refuse to start ({expected})"
+    );
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stderr.contains(expected),
+        "stderr should say {expected:?}: {stderr}"
+    );
+    assert!(
+        !stderr.contains("serving"),
+        "nothing may be bound: {stderr}"
+    );
+}
+
+fn signed(root_key_pem: &str, payload: &str) -> Vec<u8> {
+    let key = rcgen::KeyPair::from_pem(root_key_pem).unwrap();
+    let signature = key.sign(payload.as_bytes()).unwrap();
+    serde_json::json!({"payload": BASE64.encode(payload), "signature": BASE64.encode(signature)})
+        .to_string()
+        .into_bytes()
+}
+
+#[test]
+fn a_root_that_is_not_a_ca_is_refused() {
+    let fx = Fixture::new();
+    let leaf = fx
+        .controller
+        .cert_pem
+        .split_inclusive("-----END CERTIFICATE-----\n")
+        .next()
+        .unwrap();
+    std::fs::write(fx.fleet_dir().join("root.crt"), leaf).unwrap();
+    serve_fails(&fx, "is not a CA certificate");
+}
+
+#[test]
+fn a_root_that_is_not_self_signed_is_refused() {
+    let fx = Fixture::new();
+    std::fs::write(fx.fleet_dir().join("root.crt"), &fx.fleet.issuing.cert_pem).unwrap();
+    serve_fails(&fx, "is not self-signed");
+}
+
+#[test]
+fn a_bundle_signed_by_another_root_is_refused() {
+    let fx = Fixture::new();
+    let other = certs::mint_fleet("Other", 1).unwrap();
+    std::fs::write(fx.fleet_dir().join("bundle.json"), &other.bundle_json).unwrap();
+    serve_fails(&fx, "signature does not verify");
+}
+
+#[test]
+fn a_bundle_of_version_0_is_refused() {
+    let fx = Fixture::new();
+    let payload =
+        serde_json::json!({"version": 0, "issuing_cas": [fx.fleet.issuing.cert_pem]}).to_string();
+    std::fs::write(
+        fx.fleet_dir().join("bundle.json"),
+        signed(&fx.fleet.root.key_pem, &payload),
+    )
+    .unwrap();
+    serve_fails(&fx, "the bundle has no version");
+}
+
+#[test]
+fn a_bundle_listing_a_ca_the_root_did_not_sign_is_refused() {
+    let fx = Fixture::new();
+    let other = certs::mint_fleet("Other", 1).unwrap();
+    let payload =
+        serde_json::json!({"version": 3, "issuing_cas": [other.issuing.cert_pem]}).to_string();
+    std::fs::write(
+        fx.fleet_dir().join("bundle.json"),
+        signed(&fx.fleet.root.key_pem, &payload),
+    )
+    .unwrap();
+    serve_fails(&fx, "isn't a CA the fleet's root signed");
+}
+
+#[test]
+fn a_bundle_that_is_not_json_is_refused() {
+    let fx = Fixture::new();
+    std::fs::write(fx.fleet_dir().join("bundle.json"), b"not json").unwrap();
+    serve_fails(&fx, "bundle");
+}
+
+#[test]
+fn a_key_that_does_not_match_the_certificate_is_refused() {
+    let fx = Fixture::new();
+    let other = certs::mint_node_ca("x").unwrap();
+    std::fs::write(fx.key(), other.key_pem).unwrap();
+    serve_fails(&fx, "does not match the certificate");
+}
+
+#[test]
+fn an_expired_certificate_is_refused() {
+    let fx = Fixture::new();
+    let expired = certs::mint_controller(&fx.fleet.issuing, -1, &[]).unwrap();
+    certs::write_pair(&fx.dir.path().join("controller"), &expired, true).unwrap();
+    serve_fails(&fx, "expired");
+}
+
+#[test]
+fn a_missing_fleet_is_refused() {
+    let fx = Fixture::new();
+    std::fs::remove_file(fx.fleet_dir().join("root.crt")).unwrap();
+    serve_fails(&fx, "cannot read");
+}
+
+#[test]
+fn a_certificate_from_another_fleet_starts_with_a_warning_and_creates_the_state() {
+    let fx = Fixture::new();
+    let other = certs::mint_fleet("Other", 1).unwrap();
+    let foreign = certs::mint_controller(&other.issuing, 30, &[]).unwrap();
+    certs::write_pair(&fx.dir.path().join("controller"), &foreign, true).unwrap();
+    let server = Process::start(&fx.serve_args());
+    assert!(
+        server
+            .log()
+            .contains("does not verify for controller.fleet.janus"),
+        "{}",
+        server.log()
+    );
+    for dir in ["", "nodes", "approved"] {
+        let mode = std::fs::metadata(fx.state().join(dir))
+            .unwrap()
+            .permissions()
+            .mode()
+            & 0o777;
+        assert_eq!(mode, 0o700, "{dir}");
+    }
+}
+
+#[test]
+fn sigterm_stops_the_server_cleanly() {
+    let fx = Fixture::new();
+    let mut server = Process::start(&fx.serve_args());
+    let pid = server.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let mut exit = None;
+    assert!(wait_for(std::time::Duration::from_secs(20), || {
+        exit = server.child.try_wait().unwrap();
+        exit.is_some()
+    }));
+    assert!(exit.unwrap().success(), "{}", server.log());
+    assert!(server.log().contains("shutting down"));
+}
