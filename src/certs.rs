@@ -280,39 +280,6 @@ pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn minted_fleet_passes_our_own_checks() {
-        let fleet = mint_fleet("Test fleet", 7).unwrap();
-        let root = pki::first_certificate(fleet.root.cert_pem.as_bytes(), "root").unwrap();
-        pki::check_self_signed_ca(&root, "root").unwrap();
-        let payload = pki::verify_bundle(&root, &fleet.bundle_json).unwrap();
-        assert_eq!(payload.version, 7);
-        assert!(mint_fleet("x", 0).is_err());
-    }
-
-    #[test]
-    fn node_ca_is_a_ca_and_console_line_matches() {
-        let ca = mint_node_ca("edge-2").unwrap();
-        let checked = pki::NodeCa::check(&ca.cert_pem).unwrap();
-        assert_eq!(
-            console_line(&ca.cert_pem).unwrap(),
-            format!("pki: this node's CA: SHA-256 {}", checked.sha256)
-        );
-    }
-
-    #[test]
-    fn a_bundle_signed_by_another_root_is_refused() {
-        let a = mint_fleet("A", 1).unwrap();
-        let b = mint_fleet("B", 1).unwrap();
-        let root_a = pki::first_certificate(a.root.cert_pem.as_bytes(), "root").unwrap();
-        assert!(pki::verify_bundle(&root_a, &b.bundle_json).is_err());
-    }
-}
-
 /// Runs a `certs` subcommand; the returned text is what it did, for stdout.
 pub fn run(command: &crate::cli::CertsCommand) -> Result<String, CertsError> {
     use crate::cli::CertsCommand;
@@ -427,4 +394,37 @@ fn rfc3339(unix: i64) -> String {
                 .ok()
         })
         .unwrap_or_else(|| unix.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn minted_fleet_passes_our_own_checks() {
+        let fleet = mint_fleet("Test fleet", 7).unwrap();
+        let root = pki::first_certificate(fleet.root.cert_pem.as_bytes(), "root").unwrap();
+        pki::check_self_signed_ca(&root, "root").unwrap();
+        let payload = pki::verify_bundle(&root, &fleet.bundle_json).unwrap();
+        assert_eq!(payload.version, 7);
+        assert!(mint_fleet("x", 0).is_err());
+    }
+
+    #[test]
+    fn node_ca_is_a_ca_and_console_line_matches() {
+        let ca = mint_node_ca("edge-2").unwrap();
+        let checked = pki::NodeCa::check(&ca.cert_pem).unwrap();
+        assert_eq!(
+            console_line(&ca.cert_pem).unwrap(),
+            format!("pki: this node's CA: SHA-256 {}", checked.sha256)
+        );
+    }
+
+    #[test]
+    fn a_bundle_signed_by_another_root_is_refused() {
+        let a = mint_fleet("A", 1).unwrap();
+        let b = mint_fleet("B", 1).unwrap();
+        let root_a = pki::first_certificate(a.root.cert_pem.as_bytes(), "root").unwrap();
+        assert!(pki::verify_bundle(&root_a, &b.bundle_json).is_err());
+    }
 }
