@@ -47,9 +47,22 @@ pub enum Command {
     /// Mint a development fleet, the endpoint's certificate, or a node CA.
     #[command(subcommand)]
     Certs(CertsCommand),
+    /// Run the endpoint on a development fleet, minted once under certs/, with a fresh example state.
+    #[command(after_help = "Example:\n  cargo run --release -- demo")]
+    Demo(DemoArgs),
     /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
     #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
     Healthcheck(HealthcheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Where certs/ and demo-state/ go.
+    #[arg(long, default_value = ".")]
+    pub dir: PathBuf,
+    /// Address and port to listen on.
+    #[arg(long, default_value = "127.0.0.1:8443")]
+    pub listen: String,
 }
 
 #[derive(Debug, Args)]

@@ -10,12 +10,14 @@
 //! - [`server`]: `serve`, the HTTPS endpoint.
 //! - [`agent`]: the node side: janusd's HTTPS client and registration loop.
 //! - [`certs`]: `certs`, minting fleets and certificates with rcgen.
+//! - [`demo`]: `demo`, the embedded default on a development fleet.
 //! - [`healthcheck`]: `healthcheck`, the container's probe of `/healthz`.
 //! - [`shutdown`]: SIGINT/SIGTERM as one future.
 
 pub mod agent;
 pub mod certs;
 pub mod cli;
+pub mod demo;
 pub mod healthcheck;
 pub mod pki;
 pub mod protocol;

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use janus_registration::cli::{Cli, Command, LogFormat};
-use janus_registration::{certs, healthcheck, server, shutdown};
+use janus_registration::{certs, demo, healthcheck, server, shutdown};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -21,13 +21,10 @@ fn main() -> ExitCode {
 
 fn run(cli: Cli) -> Result<(), String> {
     match cli.command {
-        Command::Serve(args) => {
-            let prepared = server::prepare(args.config()).map_err(|e| e.to_string())?;
-            let listener = std::net::TcpListener::bind(&args.listen)
-                .map_err(|e| format!("cannot listen on {}: {e}", args.listen))?;
-            runtime()?
-                .block_on(prepared.serve(listener, shutdown::signal()))
-                .map_err(|e| e.to_string())
+        Command::Serve(args) => serve(args.config(), &args.listen, None),
+        Command::Demo(args) => {
+            let demo = demo::prepare(&args.dir, &args.listen).map_err(|e| e.to_string())?;
+            serve(demo.config, &args.listen, Some(demo.instructions))
         }
         Command::Healthcheck(args) => {
             println!("{}", runtime()?.block_on(healthcheck::check(&args.addr))?);
@@ -38,6 +35,19 @@ fn run(cli: Cli) -> Result<(), String> {
             Ok(())
         }
     }
+}
+
+/// Startup checks first, then the socket, then (for the demo) what to try.
+fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> Result<(), String> {
+    let prepared = server::prepare(config).map_err(|e| e.to_string())?;
+    let listener = std::net::TcpListener::bind(listen)
+        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    if let Some(banner) = banner {
+        println!("{banner}");
+    }
+    runtime()?
+        .block_on(prepared.serve(listener, shutdown::signal()))
+        .map_err(|e| e.to_string())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {

@@ -1,0 +1,180 @@
+//! `demo`: the embedded default. One command gives a new user a running
+//! endpoint on a development fleet: the fleet and the controller certificate
+//! are minted once under `certs/`, a fresh state directory is made from the
+//! example state compiled into the binary (`state-example/`), and the exact
+//! commands to try next are printed.
+//!
+//! It never touches anything outside `certs/` and `demo-state/` of its
+//! directory, and says loudly that the fleet is for development only.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::certs::{self, CertsError};
+use crate::protocol::AnnounceRequest;
+use crate::server::ServeConfig;
+use crate::store::atomic::{ensure_private_dir, write_atomic};
+
+/// The example state, as `state-example/` holds it.
+pub const EXAMPLE_TOKENS: &str = include_str!("../state-example/tokens");
+pub const EXAMPLE_NODE_ID: &str = "8f14e45fceea167a5a36dedd4bea2543";
+pub const EXAMPLE_NODE: &str =
+    include_str!("../state-example/nodes/8f14e45fceea167a5a36dedd4bea2543.json");
+/// The example node's poll secret (its record keeps only the hash).
+pub const EXAMPLE_POLL_SECRET: &str = "example-poll-secret-do-not-use-in-production-0001";
+
+pub struct Demo {
+    pub config: ServeConfig,
+    pub instructions: String,
+}
+
+/// Mints what is missing, lays out a fresh state, and says what to try.
+pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
+    let certs_dir = dir.join("certs");
+    let fleet_dir = certs_dir.join("fleet");
+    if !fleet_dir.join("root.crt").exists() {
+        let fleet = certs::mint_fleet("Janus DEVELOPMENT fleet", 1)?;
+        certs::write_fleet(&fleet_dir, &fleet)?;
+    }
+    let controller = certs_dir.join("controller");
+    if !certs::with_suffix(&controller, "crt").exists() {
+        let issuing = certs::Minted {
+            cert_pem: read(&fleet_dir.join("issuing.crt"))?,
+            key_pem: read(&fleet_dir.join("issuing.key"))?,
+        };
+        let sans = ["127.0.0.1".to_string(), "localhost".to_string()];
+        certs::write_pair(
+            &controller,
+            &certs::mint_controller(&issuing, 365, &sans)?,
+            false,
+        )?;
+    }
+    let node_ca = certs_dir.join("demo-node-ca");
+    if !certs::with_suffix(&node_ca, "crt").exists() {
+        certs::write_pair(&node_ca, &certs::mint_node_ca("demo-node")?, false)?;
+    }
+    let node_ca_pem = read(&certs::with_suffix(&node_ca, "crt"))?;
+    let secret = crate::pki::hex(&rand::random::<[u8; 32]>());
+    let announce = AnnounceRequest {
+        protocol: crate::protocol::PROTOCOL,
+        name: "demo-node".into(),
+        address: "127.0.0.1:9505".into(),
+        ca_cert_pem: node_ca_pem.clone(),
+        registration_token: String::new(),
+        poll_secret: secret.clone(),
+    };
+    let announce_path = certs_dir.join("demo-announce.json");
+    write_atomic(&announce_path, &announce.to_go_json(), 0o600)?;
+
+    let state = dir.join("demo-state");
+    lay_out_example_state(&state)?;
+
+    let port = listen.rsplit_once(':').map_or("8443", |(_, p)| p);
+    let instructions = instructions(&Paths {
+        root: fleet_dir.join("root.crt"),
+        state: state.clone(),
+        announce: announce_path,
+        port: port.to_string(),
+        secret,
+        console: certs::console_line(&node_ca_pem)?,
+    });
+    Ok(Demo {
+        config: ServeConfig {
+            fleet: fleet_dir,
+            cert: certs::with_suffix(&controller, "crt"),
+            key: certs::with_suffix(&controller, "key"),
+            state,
+            max_connections: crate::server::DEFAULT_MAX_CONNECTIONS,
+            shutdown_grace: Duration::from_secs(2),
+        },
+        instructions,
+    })
+}
+
+/// Replaces `state` with the example state.
+pub fn lay_out_example_state(state: &Path) -> Result<(), CertsError> {
+    if state.exists() {
+        std::fs::remove_dir_all(state).map_err(|e| crate::store::atomic::with_path(e, state))?;
+    }
+    for sub in ["", "nodes", "approved"] {
+        ensure_private_dir(&state.join(sub))?;
+    }
+    write_atomic(&state.join("tokens"), EXAMPLE_TOKENS.as_bytes(), 0o600)?;
+    let record = state.join("nodes").join(format!("{EXAMPLE_NODE_ID}.json"));
+    write_atomic(&record, EXAMPLE_NODE.as_bytes(), 0o600)?;
+    Ok(())
+}
+
+struct Paths {
+    root: PathBuf,
+    state: PathBuf,
+    announce: PathBuf,
+    port: String,
+    secret: String,
+    console: String,
+}
+
+fn instructions(p: &Paths) -> String {
+    let curl = format!(
+        "curl --cacert {root} --resolve controller.fleet.janus:{port}:127.0.0.1",
+        root = p.root.display(),
+        port = p.port
+    );
+    let url = format!("https://controller.fleet.janus:{}", p.port);
+    let state = p.state.display();
+    let token = EXAMPLE_TOKENS.split_whitespace().next().unwrap_or_default();
+    format!(
+        "\
+################################################################################
+#  DEVELOPMENT FLEET: its keys sit unprotected under certs/. Never provision   #
+#  a real node with it; make your fleet's certificates with `certs` (README).  #
+################################################################################
+
+The endpoint serves {url}/register (state: {state}).
+
+Announce a node (its CA's console line: {console}):
+  {curl} -sS {url}/register -H 'Content-Type: application/json' --data-binary @{announce}
+
+Announce with the example token, admitted at once (once):
+  jq -c '. + {{registration_token: \"{token}\"}}' {announce} | {curl} -sS {url}/register --data-binary @-
+
+List pending nodes, with the CA SHA-256 to compare with each node's console:
+  grep -l '\"admitted\": false' {state}/nodes/*.json | xargs -n1 jq -r '[.id, .name, .ca_sha256] | @tsv'
+
+Approve one (after checking its CA SHA-256 against its console):
+  touch {state}/approved/ID
+
+Poll as the node does (202 pending, 200 with the trust once approved):
+  {curl} -sS -o /dev/null -w '%{{http_code}}\\n' {url}/register/ID -H 'Authorization: Bearer {secret}'
+
+The example node {EXAMPLE_NODE_ID} polls with: -H 'Authorization: Bearer {EXAMPLE_POLL_SECRET}'
+",
+        announce = p.announce.display(),
+        console = p.console,
+        secret = p.secret,
+    )
+}
+
+fn read(path: &Path) -> Result<String, CertsError> {
+    std::fs::read_to_string(path)
+        .map_err(|e| CertsError::Io(crate::store::atomic::with_path(e, path)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NodeRecord;
+
+    #[test]
+    fn the_example_record_is_exactly_what_serve_writes() {
+        let record: NodeRecord = serde_json::from_str(EXAMPLE_NODE).unwrap();
+        assert_eq!(record.id, EXAMPLE_NODE_ID);
+        assert_eq!(serde_json::to_string_pretty(&record).unwrap(), EXAMPLE_NODE);
+        assert_eq!(
+            record.poll_secret_sha256,
+            crate::pki::sha256_hex(EXAMPLE_POLL_SECRET.as_bytes())
+        );
+        let ca = crate::pki::NodeCa::check(&record.ca_cert_pem).unwrap();
+        assert_eq!(Some(ca.sha256), record.ca_sha256);
+    }
+}
