@@ -33,13 +33,17 @@ pub async fn check(addr: &str) -> Result<String, String> {
 
 /// A client configuration that skips certificate checks (signatures still verified).
 pub fn insecure_client_config() -> rustls::ClientConfig {
-    let provider = crate::server::tls::provider();
-    rustls::ClientConfig::builder_with_provider(provider.clone())
+    rustls::ClientConfig::builder_with_provider(crate::server::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .expect("the provider supports TLS 1.2 and 1.3")
         .dangerous()
-        .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
+        .with_custom_certificate_verifier(accept_any_certificate())
         .with_no_client_auth()
+}
+
+/// The verifier behind [`insecure_client_config`].
+pub fn accept_any_certificate() -> Arc<dyn ServerCertVerifier> {
+    Arc::new(AcceptAnyCertificate(crate::server::tls::provider()))
 }
 
 #[derive(Debug)]

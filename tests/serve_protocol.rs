@@ -240,3 +240,39 @@ async fn answers_close_the_connection() {
     assert!(text.contains("content-type: application/json"), "{text}");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn any_sni_or_none_gets_a_certificate_over_tls_1_2_and_1_3() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let provider = janus_registration::server::tls::provider();
+    for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
+        for sni in ["controller.fleet.janus", "unknown.example", "127.0.0.1"] {
+            let config = rustls::ClientConfig::builder_with_provider(provider.clone())
+                .with_protocol_versions(&[version])
+                .unwrap()
+                .dangerous()
+                .with_custom_certificate_verifier(
+                    janus_registration::healthcheck::accept_any_certificate(),
+                )
+                .with_no_client_auth();
+            let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+            let name = rustls::pki_types::ServerName::try_from(sni).unwrap();
+            let tls = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config))
+                .connect(name, tcp)
+                .await;
+            let tls = tls.unwrap_or_else(|e| panic!("{version:?} {sni}: {e}"));
+            assert_eq!(tls.get_ref().1.protocol_version(), Some(version.version));
+        }
+    }
+    // In certificate mode a node checks the address's host: no fleet name needed.
+    let root = fx.fleet.root.cert_pem.as_bytes();
+    let by_name = janus_registration::agent::http::Endpoint::new(
+        &format!("localhost:{}", server.addr.port()),
+        b"",
+        root,
+    )
+    .unwrap();
+    assert_eq!(get(&by_name, "/healthz", None).await.status, 200);
+    server.stop().await;
+}
