@@ -59,9 +59,7 @@ fn params(
 ) -> Result<CertificateParams, rcgen::Error> {
     let mut params = CertificateParams::new(sans)?;
     params.distinguished_name = rcgen::DistinguishedName::new();
-    params
-        .distinguished_name
-        .push(DnType::CommonName, common_name);
+    params.distinguished_name.push(DnType::CommonName, common_name);
     let now = OffsetDateTime::now_utc();
     params.not_before = now - backdate;
     params.not_after = now + Duration::seconds(valid_days * DAY);
@@ -79,80 +77,42 @@ fn new_key() -> Result<KeyPair, rcgen::Error> {
 /// and a bundle of `version` listing the issuing CA.
 pub fn mint_fleet(name: &str, version: u64) -> Result<FleetMaterial, CertsError> {
     let root_key = new_key()?;
-    let mut root = params(
-        &format!("{name} root"),
-        vec![],
-        20 * 365,
-        Duration::minutes(5),
-    )?;
+    let mut root = params(&format!("{name} root"), vec![], 20 * 365, Duration::minutes(5))?;
     root.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
     root.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     let root_cert = root.self_signed(&root_key)?;
     let root_issuer = Issuer::new(root, &root_key);
 
     let issuing_key = new_key()?;
-    let mut issuing = params(
-        &format!("{name} issuing CA"),
-        vec![],
-        2 * 365,
-        Duration::minutes(5),
-    )?;
+    let mut issuing = params(&format!("{name} issuing CA"), vec![], 2 * 365, Duration::minutes(5))?;
     issuing.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
     issuing.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
     issuing.use_authority_key_identifier_extension = true;
     let issuing_cert = issuing.signed_by(&issuing_key, &root_issuer)?;
 
-    let root = Minted {
-        cert_pem: root_cert.pem(),
-        key_pem: root_key.serialize_pem(),
-    };
-    let issuing = Minted {
-        cert_pem: issuing_cert.pem(),
-        key_pem: issuing_key.serialize_pem(),
-    };
-    let bundle_json = sign_bundle(
-        &root.key_pem,
-        std::slice::from_ref(&issuing.cert_pem),
-        version,
-    )?;
-    Ok(FleetMaterial {
-        root,
-        issuing,
-        bundle_json,
-    })
+    let root = Minted { cert_pem: root_cert.pem(), key_pem: root_key.serialize_pem() };
+    let issuing = Minted { cert_pem: issuing_cert.pem(), key_pem: issuing_key.serialize_pem() };
+    let bundle_json = sign_bundle(&root.key_pem, std::slice::from_ref(&issuing.cert_pem), version)?;
+    Ok(FleetMaterial { root, issuing, bundle_json })
 }
 
 /// `bundle.json`: `{payload, signature}`, standard base64, the signature
 /// ECDSA-SHA256 (DER) by the root over the exact payload bytes.
-pub fn sign_bundle(
-    root_key_pem: &str,
-    issuing_cas: &[String],
-    version: u64,
-) -> Result<Vec<u8>, CertsError> {
+pub fn sign_bundle(root_key_pem: &str, issuing_cas: &[String], version: u64) -> Result<Vec<u8>, CertsError> {
     if version == 0 {
-        return Err(CertsError::Invalid(
-            "a bundle's version must be greater than 0".into(),
-        ));
+        return Err(CertsError::Invalid("a bundle's version must be greater than 0".into()));
     }
     let root_key = KeyPair::from_pem(root_key_pem)?;
-    let issued = OffsetDateTime::now_utc()
-        .replace_nanosecond(0)
-        .unwrap_or_else(|_| OffsetDateTime::now_utc());
+    let issued =
+        OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| OffsetDateTime::now_utc());
     let payload = BundlePayload {
         version,
-        issued: Some(
-            issued
-                .format(&time::format_description::well_known::Rfc3339)
-                .unwrap_or_default(),
-        ),
+        issued: Some(issued.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()),
         issuing_cas: issuing_cas.to_vec(),
     };
     let payload = serde_json::to_vec(&payload).expect("plain data serialises");
     let signature = root_key.sign(&payload)?;
-    let signed = SignedBundle {
-        payload: BASE64.encode(&payload),
-        signature: BASE64.encode(&signature),
-    };
+    let signed = SignedBundle { payload: BASE64.encode(&payload), signature: BASE64.encode(&signature) };
     let mut json = serde_json::to_vec_pretty(&signed).expect("plain data serialises");
     json.push(b'\n');
     Ok(json)
@@ -161,11 +121,7 @@ pub fn sign_bundle(
 /// The endpoint's certificate: CN and SAN `controller.fleet.janus` (plus
 /// `extra_sans`, names or IPs), CA:FALSE, digitalSignature, serverAuth, signed
 /// by the issuing CA. The PEM is the leaf followed by the issuing CA.
-pub fn mint_controller(
-    issuing: &Minted,
-    days: i64,
-    extra_sans: &[String],
-) -> Result<Minted, CertsError> {
+pub fn mint_controller(issuing: &Minted, days: i64, extra_sans: &[String]) -> Result<Minted, CertsError> {
     let issuing_key = KeyPair::from_pem(&issuing.key_pem)?;
     let issuer = Issuer::from_ca_cert_pem(&issuing.cert_pem, &issuing_key)?;
     let key = new_key()?;
@@ -187,40 +143,22 @@ pub fn mint_controller(
 /// `CN=Janus node CA: HOST`, CA:TRUE, 10 years, backdated an hour.
 pub fn mint_node_ca(hostname: &str) -> Result<Minted, CertsError> {
     let key = new_key()?;
-    let mut ca = params(
-        &format!("Janus node CA: {hostname}"),
-        vec![],
-        10 * 365,
-        Duration::hours(1),
-    )?;
+    let mut ca = params(&format!("Janus node CA: {hostname}"), vec![], 10 * 365, Duration::hours(1))?;
     ca.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
-    ca.key_usages = vec![
-        KeyUsagePurpose::KeyCertSign,
-        KeyUsagePurpose::DigitalSignature,
-        KeyUsagePurpose::CrlSign,
-    ];
+    ca.key_usages =
+        vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
     let cert = ca.self_signed(&key)?;
-    Ok(Minted {
-        cert_pem: cert.pem(),
-        key_pem: key.serialize_pem(),
-    })
+    Ok(Minted { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
 }
 
 /// The node's console line for a CA certificate.
 pub fn console_line(cert_pem: &str) -> Result<String, CertsError> {
     let der = pki::first_certificate(cert_pem.as_bytes(), "the CA certificate")?;
-    Ok(format!(
-        "pki: this node's CA: SHA-256 {}",
-        pki::sha256_hex(&der)
-    ))
+    Ok(format!("pki: this node's CA: SHA-256 {}", pki::sha256_hex(&der)))
 }
 
 fn ensure_newline(s: &str) -> String {
-    if s.ends_with('\n') {
-        s.to_string()
-    } else {
-        format!("{s}\n")
-    }
+    if s.ends_with('\n') { s.to_string() } else { format!("{s}\n") }
 }
 
 /// Writes a new file, refusing to replace one that exists.
@@ -253,11 +191,7 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), CertsError> 
 }
 
 /// Writes `PREFIX.crt` (0644) and `PREFIX.key` (0600).
-pub fn write_pair(
-    prefix: &Path,
-    minted: &Minted,
-    replace: bool,
-) -> Result<(PathBuf, PathBuf), CertsError> {
+pub fn write_pair(prefix: &Path, minted: &Minted, replace: bool) -> Result<(PathBuf, PathBuf), CertsError> {
     let crt = with_suffix(prefix, "crt");
     let key = with_suffix(prefix, "key");
     if !replace {
@@ -301,13 +235,10 @@ pub fn run(command: &crate::cli::CertsCommand) -> Result<String, CertsError> {
             if let Some(within) = args.renew_within
                 && crt.exists()
             {
-                let pem =
-                    std::fs::read(&crt).map_err(|e| crate::store::atomic::with_path(e, &crt))?;
+                let pem = std::fs::read(&crt).map_err(|e| crate::store::atomic::with_path(e, &crt))?;
                 let der = pki::first_certificate(&pem, &crt.display().to_string())?;
-                let not_after = pki::parse(&der, &crt.display().to_string())?
-                    .validity()
-                    .not_after
-                    .timestamp();
+                let not_after =
+                    pki::parse(&der, &crt.display().to_string())?.validity().not_after.timestamp();
                 let deadline = OffsetDateTime::now_utc().unix_timestamp() + within.as_secs() as i64;
                 if not_after > deadline {
                     return Ok(format!(
@@ -317,10 +248,7 @@ pub fn run(command: &crate::cli::CertsCommand) -> Result<String, CertsError> {
                     ));
                 }
             }
-            let issuing = read_minted(
-                &args.fleet.join("issuing.crt"),
-                &args.fleet.join("issuing.key"),
-            )?;
+            let issuing = read_minted(&args.fleet.join("issuing.crt"), &args.fleet.join("issuing.key"))?;
             let minted = mint_controller(&issuing, args.days, &args.sans)?;
             let (crt, key) = write_pair(&args.out, &minted, args.renew_within.is_some())?;
             Ok(format!(
@@ -333,12 +261,7 @@ pub fn run(command: &crate::cli::CertsCommand) -> Result<String, CertsError> {
         CertsCommand::NodeCa(args) => {
             let minted = mint_node_ca(&args.name)?;
             let (crt, key) = write_pair(&args.out, &minted, false)?;
-            Ok(format!(
-                "wrote {} and {}\n{}",
-                crt.display(),
-                key.display(),
-                console_line(&minted.cert_pem)?
-            ))
+            Ok(format!("wrote {} and {}\n{}", crt.display(), key.display(), console_line(&minted.cert_pem)?))
         }
     }
 }
@@ -346,8 +269,7 @@ pub fn run(command: &crate::cli::CertsCommand) -> Result<String, CertsError> {
 fn resign_bundle(dir: &Path, version: u64) -> Result<String, CertsError> {
     let root_key = read_text(&dir.join("root.key"))?;
     let issuing = read_text(&dir.join("issuing.crt"))?;
-    let root_der =
-        pki::first_certificate(read_text(&dir.join("root.crt"))?.as_bytes(), "root.crt")?;
+    let root_der = pki::first_certificate(read_text(&dir.join("root.crt"))?.as_bytes(), "root.crt")?;
     let bundle_path = dir.join("bundle.json");
     if let Ok(existing) = std::fs::read(&bundle_path) {
         let current = pki::verify_bundle(&root_der, &existing)?.version;
@@ -361,38 +283,25 @@ fn resign_bundle(dir: &Path, version: u64) -> Result<String, CertsError> {
     let bundle = sign_bundle(&root_key, &[issuing], version)?;
     pki::verify_bundle(&root_der, &bundle)?;
     write_atomic(&bundle_path, &bundle, 0o644)?;
-    Ok(format!(
-        "re-signed {} at version {version}",
-        bundle_path.display()
-    ))
+    Ok(format!("re-signed {} at version {version}", bundle_path.display()))
 }
 
 fn read_text(path: &Path) -> Result<String, CertsError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| CertsError::Io(crate::store::atomic::with_path(e, path)))
+    std::fs::read_to_string(path).map_err(|e| CertsError::Io(crate::store::atomic::with_path(e, path)))
 }
 
 fn read_minted(cert: &Path, key: &Path) -> Result<Minted, CertsError> {
-    Ok(Minted {
-        cert_pem: read_text(cert)?,
-        key_pem: read_text(key)?,
-    })
+    Ok(Minted { cert_pem: read_text(cert)?, key_pem: read_text(key)? })
 }
 
 fn fingerprint(cert_pem: &str) -> Result<String, CertsError> {
-    Ok(pki::sha256_hex(&pki::first_certificate(
-        cert_pem.as_bytes(),
-        "certificate",
-    )?))
+    Ok(pki::sha256_hex(&pki::first_certificate(cert_pem.as_bytes(), "certificate")?))
 }
 
 fn rfc3339(unix: i64) -> String {
     OffsetDateTime::from_unix_timestamp(unix)
         .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
         .unwrap_or_else(|| unix.to_string())
 }
 

@@ -22,12 +22,7 @@ pub struct Cli {
     #[arg(long, global = true, env = "JANUS_REGISTRATION_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
     /// Log level (error, warn, info, debug, trace); RUST_LOG, when set, wins.
-    #[arg(
-        long,
-        global = true,
-        env = "JANUS_REGISTRATION_LOG_LEVEL",
-        default_value = "info"
-    )]
+    #[arg(long, global = true, env = "JANUS_REGISTRATION_LOG_LEVEL", default_value = "info")]
     pub log_level: String,
 }
 
@@ -68,11 +63,7 @@ pub struct DemoArgs {
 #[derive(Debug, Args)]
 pub struct HealthcheckArgs {
     /// The endpoint's address (host:port).
-    #[arg(
-        long,
-        env = "JANUS_REGISTRATION_HEALTHCHECK_ADDR",
-        default_value = "127.0.0.1:8443"
-    )]
+    #[arg(long, env = "JANUS_REGISTRATION_HEALTHCHECK_ADDR", default_value = "127.0.0.1:8443")]
     pub addr: String,
 }
 
@@ -117,9 +108,7 @@ impl ServeArgs {
 #[derive(Debug, Subcommand)]
 pub enum CertsCommand {
     /// A development fleet: root.crt/.key, issuing.crt/.key, bundle.json.
-    #[command(
-        after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'"
-    )]
+    #[command(after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'")]
     Fleet(FleetArgs),
     /// The endpoint's controller.fleet.janus certificate, signed by the fleet's issuing CA.
     #[command(
@@ -127,9 +116,7 @@ pub enum CertsCommand {
     )]
     Controller(ControllerArgs),
     /// A node CA with the real node's profile, and its console line.
-    #[command(
-        after_help = "Example:\n  janus-registration certs node-ca --name edge-2 --out edge-2-ca"
-    )]
+    #[command(after_help = "Example:\n  janus-registration certs node-ca --name edge-2 --out edge-2-ca")]
     NodeCa(NodeCaArgs),
 }
 
@@ -179,18 +166,15 @@ pub struct NodeCaArgs {
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a duration such as 90s, 15m, 12h or 10d"))?;
+    let n: u64 =
+        digits.parse().map_err(|_| format!("{s:?} is not a duration such as 90s, 15m, 12h or 10d"))?;
     let secs = match unit {
         "" | "s" => n,
         "m" => n * 60,
         "h" => n * 3600,
         "d" => n * 86400,
         _ => {
-            return Err(format!(
-                "{s:?} is not a duration such as 90s, 15m, 12h or 10d"
-            ));
+            return Err(format!("{s:?} is not a duration such as 90s, 15m, 12h or 10d"));
         }
     };
     Ok(Duration::from_secs(secs))

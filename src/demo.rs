@@ -18,8 +18,7 @@ use crate::store::atomic::{ensure_private_dir, write_atomic};
 /// The example state, as `state-example/` holds it.
 pub const EXAMPLE_TOKENS: &str = include_str!("../state-example/tokens");
 pub const EXAMPLE_NODE_ID: &str = "8f14e45fceea167a5a36dedd4bea2543";
-pub const EXAMPLE_NODE: &str =
-    include_str!("../state-example/nodes/8f14e45fceea167a5a36dedd4bea2543.json");
+pub const EXAMPLE_NODE: &str = include_str!("../state-example/nodes/8f14e45fceea167a5a36dedd4bea2543.json");
 /// The example node's poll secret (its record keeps only the hash).
 pub const EXAMPLE_POLL_SECRET: &str = "example-poll-secret-do-not-use-in-production-0001";
 
@@ -43,11 +42,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
             key_pem: read(&fleet_dir.join("issuing.key"))?,
         };
         let sans = ["127.0.0.1".to_string(), "localhost".to_string()];
-        certs::write_pair(
-            &controller,
-            &certs::mint_controller(&issuing, 365, &sans)?,
-            false,
-        )?;
+        certs::write_pair(&controller, &certs::mint_controller(&issuing, 365, &sans)?, false)?;
     }
     let node_ca = certs_dir.join("demo-node-ca");
     if !certs::with_suffix(&node_ca, "crt").exists() {
@@ -156,8 +151,7 @@ The example node {EXAMPLE_NODE_ID} polls with: -H 'Authorization: Bearer {EXAMPL
 }
 
 fn read(path: &Path) -> Result<String, CertsError> {
-    std::fs::read_to_string(path)
-        .map_err(|e| CertsError::Io(crate::store::atomic::with_path(e, path)))
+    std::fs::read_to_string(path).map_err(|e| CertsError::Io(crate::store::atomic::with_path(e, path)))
 }
 
 #[cfg(test)]
@@ -170,10 +164,7 @@ mod tests {
         let record: NodeRecord = serde_json::from_str(EXAMPLE_NODE).unwrap();
         assert_eq!(record.id, EXAMPLE_NODE_ID);
         assert_eq!(serde_json::to_string_pretty(&record).unwrap(), EXAMPLE_NODE);
-        assert_eq!(
-            record.poll_secret_sha256,
-            crate::pki::sha256_hex(EXAMPLE_POLL_SECRET.as_bytes())
-        );
+        assert_eq!(record.poll_secret_sha256, crate::pki::sha256_hex(EXAMPLE_POLL_SECRET.as_bytes()));
         let ca = crate::pki::NodeCa::check(&record.ca_cert_pem).unwrap();
         assert_eq!(Some(ca.sha256), record.ca_sha256);
     }

@@ -15,18 +15,10 @@ use crate::agent::http::{Endpoint, Request};
 /// Calls `https://ADDR/healthz`; `Ok` carries the server's JSON answer.
 pub async fn check(addr: &str) -> Result<String, String> {
     let endpoint = Endpoint::from_config(addr, Arc::new(insecure_client_config()));
-    let request = Request {
-        method: "GET",
-        path: "/healthz",
-        ..Default::default()
-    };
+    let request = Request { method: "GET", path: "/healthz", ..Default::default() };
     match endpoint.send(&request).await {
         Ok((answer, _)) if answer.status == 200 => Ok(answer.text()),
-        Ok((answer, _)) => Err(format!(
-            "{addr} is unhealthy ({}): {}",
-            answer.status,
-            answer.text()
-        )),
+        Ok((answer, _)) => Err(format!("{addr} is unhealthy ({}): {}", answer.status, answer.text())),
         Err(e) => Err(format!("{addr} does not answer: {e}")),
     }
 }
@@ -67,12 +59,7 @@ impl ServerCertVerifier for AcceptAnyCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
     fn verify_tls13_signature(
@@ -81,12 +68,7 @@ impl ServerCertVerifier for AcceptAnyCertificate {
         cert: &CertificateDer<'_>,
         dss: &DigitallySignedStruct,
     ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.0.signature_verification_algorithms)
     }
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {

@@ -40,14 +40,12 @@ fn run(cli: Cli) -> Result<(), String> {
 /// Startup checks first, then the socket, then (for the demo) what to try.
 fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> Result<(), String> {
     let prepared = server::prepare(config).map_err(|e| e.to_string())?;
-    let listener = std::net::TcpListener::bind(listen)
-        .map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let listener =
+        std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     if let Some(banner) = banner {
         println!("{banner}");
     }
-    runtime()?
-        .block_on(prepared.serve(listener, shutdown::signal()))
-        .map_err(|e| e.to_string())
+    runtime()?.block_on(prepared.serve(listener, shutdown::signal())).map_err(|e| e.to_string())
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
@@ -60,9 +58,8 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
 /// Logs go to stderr; colour only on a terminal.
 fn init_tracing(format: LogFormat, level: &str) {
     use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new(format!("janus_registration={level}"))
-    });
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("janus_registration={level}")));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

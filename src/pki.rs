@@ -28,10 +28,7 @@ pub const FLEET_CONTROLLER_NAME: &str = "controller.fleet.janus";
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     #[error("cannot read {path}: {source}")]
-    Read {
-        path: PathBuf,
-        source: std::io::Error,
-    },
+    Read { path: PathBuf, source: std::io::Error },
     #[error("{what} holds no PEM certificate")]
     NoCertificate { what: String },
     #[error("{what} is not a certificate x509 can parse: {reason}")]
@@ -55,12 +52,10 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
-    bytes
-        .iter()
-        .fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
-            let _ = write!(s, "{b:02x}");
-            s
-        })
+    bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
+        let _ = write!(s, "{b:02x}");
+        s
+    })
 }
 
 /// The first PEM certificate in `pem`, as the node reads one (first block wins).
@@ -74,19 +69,13 @@ pub fn first_certificate(pem: &[u8], what: &str) -> Result<CertificateDer<'stati
 pub fn all_certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, PkiError> {
     CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| PkiError::Unparsable {
-            what: what.into(),
-            reason: e.to_string(),
-        })
+        .map_err(|e| PkiError::Unparsable { what: what.into(), reason: e.to_string() })
 }
 
 pub fn parse<'a>(der: &'a [u8], what: &str) -> Result<X509Certificate<'a>, PkiError> {
     match X509Certificate::from_der(der) {
         Ok((_, cert)) => Ok(cert),
-        Err(e) => Err(PkiError::Unparsable {
-            what: what.into(),
-            reason: e.to_string(),
-        }),
+        Err(e) => Err(PkiError::Unparsable { what: what.into(), reason: e.to_string() }),
     }
 }
 
@@ -108,9 +97,7 @@ impl NodeCa {
         if !is_ca(&cert) {
             return Err(PkiError::NotCa { what: what.into() });
         }
-        Ok(NodeCa {
-            sha256: sha256_hex(&der),
-        })
+        Ok(NodeCa { sha256: sha256_hex(&der) })
     }
 }
 
@@ -136,31 +123,21 @@ pub struct SignedBundle {
 pub fn verify_bundle(root_der: &[u8], bundle_bytes: &[u8]) -> Result<BundlePayload, PkiError> {
     let bad = |m: String| PkiError::Bundle(m);
     let root = parse(root_der, "the fleet root")?;
-    let signed: SignedBundle = serde_json::from_slice(bundle_bytes).map_err(|e| {
-        bad(format!(
-            "the bundle is not {{payload, signature}} JSON: {e}"
-        ))
-    })?;
+    let signed: SignedBundle = serde_json::from_slice(bundle_bytes)
+        .map_err(|e| bad(format!("the bundle is not {{payload, signature}} JSON: {e}")))?;
     let payload = BASE64
         .decode(signed.payload.as_bytes())
         .map_err(|e| bad(format!("the bundle's payload is not standard base64: {e}")))?;
-    let signature = BASE64.decode(signed.signature.as_bytes()).map_err(|e| {
-        bad(format!(
-            "the bundle's signature is not standard base64: {e}"
-        ))
-    })?;
+    let signature = BASE64
+        .decode(signed.signature.as_bytes())
+        .map_err(|e| bad(format!("the bundle's signature is not standard base64: {e}")))?;
     let key = root.public_key().subject_public_key.data.as_ref();
     let verified = [&ECDSA_P256_SHA256_ASN1, &ECDSA_P384_SHA256_ASN1]
         .iter()
-        .any(|alg| {
-            UnparsedPublicKey::new(*alg, key)
-                .verify(&payload, &signature)
-                .is_ok()
-        });
+        .any(|alg| UnparsedPublicKey::new(*alg, key).verify(&payload, &signature).is_ok());
     if !verified {
         return Err(bad(
-            "the bundle's signature does not verify with the fleet root's key (ECDSA-SHA256, DER)"
-                .into(),
+            "the bundle's signature does not verify with the fleet root's key (ECDSA-SHA256, DER)".into(),
         ));
     }
     let body: BundlePayload = serde_json::from_slice(&payload)
@@ -170,21 +147,15 @@ pub fn verify_bundle(root_der: &[u8], bundle_bytes: &[u8]) -> Result<BundlePaylo
     }
     if let Some(issued) = &body.issued {
         let rfc3339 = &time::format_description::well_known::Rfc3339;
-        time::OffsetDateTime::parse(issued, rfc3339).map_err(|_| {
-            bad(format!(
-                "the bundle's issued time {issued:?} is not RFC 3339"
-            ))
-        })?;
+        time::OffsetDateTime::parse(issued, rfc3339)
+            .map_err(|_| bad(format!("the bundle's issued time {issued:?} is not RFC 3339")))?;
     }
     for (i, pem) in body.issuing_cas.iter().enumerate() {
         let what = format!("issuing CA {i}");
         let der = first_certificate(pem.as_bytes(), &what)?;
         let ca = parse(&der, &what)?;
         if !is_ca(&ca) || ca.verify_signature(Some(root.public_key())).is_err() {
-            return Err(bad(format!(
-                "issuing CA {i} ({}) isn't a CA the fleet's root signed",
-                ca.subject()
-            )));
+            return Err(bad(format!("issuing CA {i} ({}) isn't a CA the fleet's root signed", ca.subject())));
         }
     }
     Ok(body)
@@ -250,28 +221,18 @@ pub struct ServedIdentity {
 }
 
 impl ServedIdentity {
-    pub fn load(
-        cert_path: &Path,
-        key_path: &Path,
-        provider: &CryptoProvider,
-    ) -> Result<Self, PkiError> {
+    pub fn load(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Result<Self, PkiError> {
         let cert_what = cert_path.display().to_string();
         let chain = all_certificates(&read(cert_path)?, &cert_what)?;
         if chain.is_empty() {
             return Err(PkiError::NoCertificate { what: cert_what });
         }
-        let key = PrivateKeyDer::from_pem_slice(&read(key_path)?).map_err(|e| {
-            PkiError::Key(format!(
-                "{} holds no usable private key: {e}",
-                key_path.display()
-            ))
-        })?;
-        let signing_key = provider.key_provider.load_private_key(key).map_err(|e| {
-            PkiError::Key(format!(
-                "{} is not a key rustls can use: {e}",
-                key_path.display()
-            ))
-        })?;
+        let key = PrivateKeyDer::from_pem_slice(&read(key_path)?)
+            .map_err(|e| PkiError::Key(format!("{} holds no usable private key: {e}", key_path.display())))?;
+        let signing_key = provider
+            .key_provider
+            .load_private_key(key)
+            .map_err(|e| PkiError::Key(format!("{} is not a key rustls can use: {e}", key_path.display())))?;
         let certified = CertifiedKey::new(chain, signing_key);
         certified.keys_match().map_err(|_| {
             PkiError::Key(format!(
@@ -288,10 +249,7 @@ impl ServedIdentity {
                 not_after: leaf.validity().not_after.to_string(),
             });
         }
-        Ok(ServedIdentity {
-            certified: Arc::new(certified),
-            not_after,
-        })
+        Ok(ServedIdentity { certified: Arc::new(certified), not_after })
     }
 
     /// Whether a node provisioned with `fleet_root` accepts this chain in fleet
@@ -303,10 +261,9 @@ impl ServedIdentity {
     ) -> Result<(), String> {
         let mut roots = rustls::RootCertStore::empty();
         roots.add(fleet_root.clone()).map_err(|e| e.to_string())?;
-        let verifier =
-            rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
-                .build()
-                .map_err(|e| e.to_string())?;
+        let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+            .build()
+            .map_err(|e| e.to_string())?;
         let name = ServerName::try_from(FLEET_CONTROLLER_NAME).expect("a valid DNS name");
         verifier
             .verify_server_cert(
@@ -322,8 +279,5 @@ impl ServedIdentity {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, PkiError> {
-    std::fs::read(path).map_err(|source| PkiError::Read {
-        path: path.to_path_buf(),
-        source,
-    })
+    std::fs::read(path).map_err(|source| PkiError::Read { path: path.to_path_buf(), source })
 }

@@ -120,19 +120,13 @@ impl Announcement {
         }
         let name = required_string(&fields, "name")?;
         if name.len() > MAX_NAME || !name.chars().all(is_hostname_char) {
-            return Err(refuse(
-                "name must be a hostname: at most 253 letters, digits, '-', '.' or '_'",
-            ));
+            return Err(refuse("name must be a hostname: at most 253 letters, digits, '-', '.' or '_'"));
         }
         let address = required_string(&fields, "address")?;
         check_address(&address)?;
         let poll_secret = required_string(&fields, "poll_secret")?;
-        if !(MIN_SECRET..=MAX_SECRET).contains(&poll_secret.len())
-            || !is_visible_ascii(&poll_secret)
-        {
-            return Err(refuse(
-                "poll_secret must be 32 to 512 printable ASCII characters without spaces",
-            ));
+        if !(MIN_SECRET..=MAX_SECRET).contains(&poll_secret.len()) || !is_visible_ascii(&poll_secret) {
+            return Err(refuse("poll_secret must be 32 to 512 printable ASCII characters without spaces"));
         }
         let registration_token = match fields.get("registration_token") {
             None | Some(Value::Null) => String::new(),
@@ -144,26 +138,16 @@ impl Announcement {
             }
         };
         let ca_cert_pem = required_string(&fields, "ca_cert_pem")?;
-        let ca = NodeCa::check(&ca_cert_pem).map_err(|_| {
-            refuse("ca_cert_pem must be a PEM CA certificate (basicConstraints CA:TRUE)")
-        })?;
-        Ok(Announcement {
-            name,
-            address,
-            ca_cert_pem,
-            ca_sha256: ca.sha256,
-            registration_token,
-            poll_secret,
-        })
+        let ca = NodeCa::check(&ca_cert_pem)
+            .map_err(|_| refuse("ca_cert_pem must be a PEM CA certificate (basicConstraints CA:TRUE)"))?;
+        Ok(Announcement { name, address, ca_cert_pem, ca_sha256: ca.sha256, registration_token, poll_secret })
     }
 }
 
 fn required_string(fields: &Map<String, Value>, field: &str) -> Result<String, Refusal> {
     match fields.get(field) {
         Some(Value::String(s)) if !s.is_empty() => Ok(s.clone()),
-        Some(Value::String(_)) | None | Some(Value::Null) => {
-            Err(Refusal(format!("{field} is required")))
-        }
+        Some(Value::String(_)) | None | Some(Value::Null) => Err(Refusal(format!("{field} is required"))),
         Some(_) => Err(Refusal(format!("{field} must be a string"))),
     }
 }
@@ -180,9 +164,8 @@ fn is_visible_ascii(s: &str) -> bool {
 
 /// `host:port`, port 1-65535, an IPv6 host in brackets.
 pub fn check_address(address: &str) -> Result<(), Refusal> {
-    let refuse = || {
-        Refusal("address must be host:port with a port from 1 to 65535 (IPv6 in brackets)".into())
-    };
+    let refuse =
+        || Refusal("address must be host:port with a port from 1 to 65535 (IPv6 in brackets)".into());
     let (host, port) = if let Some(rest) = address.strip_prefix('[') {
         let (v6, port) = rest.split_once("]:").ok_or_else(refuse)?;
         v6.parse::<std::net::Ipv6Addr>().map_err(|_| refuse())?;
@@ -221,10 +204,7 @@ mod tests {
             json,
             r#"{"protocol":2,"name":"edge-2","address":"10.0.2.15:9505","ca_cert_pem":"-----BEGIN CERTIFICATE-----\na+b/c\u003c\u0026\u003e\n","poll_secret":"ab"}"#
         );
-        let with_token = AnnounceRequest {
-            registration_token: "t".into(),
-            ..req
-        };
+        let with_token = AnnounceRequest { registration_token: "t".into(), ..req };
         let json = String::from_utf8(with_token.to_go_json()).unwrap();
         assert!(
             json.contains(r#""ca_cert_pem":"#)
@@ -234,36 +214,19 @@ mod tests {
 
     #[test]
     fn addresses() {
-        for ok in [
-            "10.0.2.15:9505",
-            "[fe80::1]:9505",
-            "node-1.example:1",
-            "h:65535",
-        ] {
+        for ok in ["10.0.2.15:9505", "[fe80::1]:9505", "node-1.example:1", "h:65535"] {
             assert!(check_address(ok).is_ok(), "{ok}");
         }
-        for bad in [
-            "10.0.2.15",
-            ":9505",
-            "h:0",
-            "h:65536",
-            "h:+1",
-            "fe80::1:9505",
-            "[zz]:1",
-            "h h:1",
-            "[::1]9505",
-        ] {
+        for bad in
+            ["10.0.2.15", ":9505", "h:0", "h:65536", "h:+1", "fe80::1:9505", "[zz]:1", "h h:1", "[::1]9505"]
+        {
             assert!(check_address(bad).is_err(), "{bad}");
         }
     }
 
     #[test]
     fn answer_round_trip() {
-        let a = AnnounceAnswer {
-            id: "x".into(),
-            admitted: false,
-            trust: None,
-        };
+        let a = AnnounceAnswer { id: "x".into(), admitted: false, trust: None };
         let json = serde_json::to_string(&a).unwrap();
         assert_eq!(json, r#"{"id":"x","admitted":false}"#);
         let back: AnnounceAnswer = serde_json::from_str(&json).unwrap();

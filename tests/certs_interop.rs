@@ -11,25 +11,13 @@ use common::*;
 use janus_registration::pki;
 
 fn run(args: &[&str], dir: &Path) -> String {
-    let output = Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    assert!(
-        output.status.success(),
-        "{args:?}: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
+    let output = Command::new(BIN).args(args).current_dir(dir).output().unwrap();
+    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
     String::from_utf8_lossy(&output.stdout).to_string()
 }
 
 fn fails(args: &[&str], dir: &Path) -> String {
-    let output = Command::new(BIN)
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
+    let output = Command::new(BIN).args(args).current_dir(dir).output().unwrap();
     assert!(!output.status.success(), "{args:?} should fail");
     String::from_utf8_lossy(&output.stderr).to_string()
 }
@@ -57,36 +45,15 @@ fn mode(path: &Path) -> u32 {
 fn openssl_accepts_what_certs_mints_and_serve_starts_on_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
-    run(
-        &["certs", "fleet", "--out", "fleet", "--name", "Interop"],
-        d,
-    );
-    run(
-        &[
-            "certs",
-            "controller",
-            "--fleet",
-            "fleet",
-            "--out",
-            "controller",
-            "--san",
-            "127.0.0.1",
-        ],
-        d,
-    );
+    run(&["certs", "fleet", "--out", "fleet", "--name", "Interop"], d);
+    run(&["certs", "controller", "--fleet", "fleet", "--out", "controller", "--san", "127.0.0.1"], d);
     for key in ["fleet/root.key", "fleet/issuing.key", "controller.key"] {
         assert_eq!(mode(&d.join(key)), 0o600, "{key}");
     }
 
-    openssl(
-        &["verify", "-CAfile", "fleet/root.crt", "fleet/issuing.crt"],
-        d,
-    );
+    openssl(&["verify", "-CAfile", "fleet/root.crt", "fleet/issuing.crt"], d);
     let chain = std::fs::read_to_string(d.join("controller.crt")).unwrap();
-    let leaf = chain
-        .split_inclusive("-----END CERTIFICATE-----\n")
-        .next()
-        .unwrap();
+    let leaf = chain.split_inclusive("-----END CERTIFICATE-----\n").next().unwrap();
     std::fs::write(d.join("leaf.crt"), leaf).unwrap();
     openssl(
         &[
@@ -104,45 +71,21 @@ fn openssl_accepts_what_certs_mints_and_serve_starts_on_it() {
         d,
     );
     let text = openssl(&["x509", "-in", "leaf.crt", "-noout", "-text"], d);
-    assert!(
-        text.contains("CA:FALSE") && text.contains("TLS Web Server Authentication"),
-        "{text}"
-    );
+    assert!(text.contains("CA:FALSE") && text.contains("TLS Web Server Authentication"), "{text}");
     let root_text = openssl(&["x509", "-in", "fleet/root.crt", "-noout", "-text"], d);
-    assert!(
-        root_text.contains("CA:TRUE") && root_text.contains("Certificate Sign, CRL Sign"),
-        "{root_text}"
-    );
+    assert!(root_text.contains("CA:TRUE") && root_text.contains("Certificate Sign, CRL Sign"), "{root_text}");
 
     // The bundle's signature, checked by openssl over the exact payload bytes.
     let bundle: serde_json::Value =
         serde_json::from_slice(&std::fs::read(d.join("fleet/bundle.json")).unwrap()).unwrap();
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD;
-    std::fs::write(
-        d.join("payload"),
-        b64.decode(bundle["payload"].as_str().unwrap()).unwrap(),
-    )
-    .unwrap();
-    std::fs::write(
-        d.join("signature"),
-        b64.decode(bundle["signature"].as_str().unwrap()).unwrap(),
-    )
-    .unwrap();
+    std::fs::write(d.join("payload"), b64.decode(bundle["payload"].as_str().unwrap()).unwrap()).unwrap();
+    std::fs::write(d.join("signature"), b64.decode(bundle["signature"].as_str().unwrap()).unwrap()).unwrap();
     let pubkey = openssl(&["x509", "-in", "fleet/root.crt", "-pubkey", "-noout"], d);
     std::fs::write(d.join("root.pub"), pubkey).unwrap();
-    let verified = openssl(
-        &[
-            "dgst",
-            "-sha256",
-            "-verify",
-            "root.pub",
-            "-signature",
-            "signature",
-            "payload",
-        ],
-        d,
-    );
+    let verified =
+        openssl(&["dgst", "-sha256", "-verify", "root.pub", "-signature", "signature", "payload"], d);
     assert!(verified.contains("Verified OK"), "{verified}");
 
     // And serve takes it without the fleet-mode warning.
@@ -161,11 +104,7 @@ fn openssl_accepts_what_certs_mints_and_serve_starts_on_it() {
         path("state"),
     ];
     let server = Process::start(&args_abs);
-    assert!(
-        !server.log().contains("does not verify"),
-        "{}",
-        server.log()
-    );
+    assert!(!server.log().contains("does not verify"), "{}", server.log());
 }
 
 /// `fleet.sh`'s openssl commands, and our bundle check on their result.
@@ -255,18 +194,7 @@ fn a_fleet_made_by_openssl_verifies_with_our_code() {
     }))
     .unwrap();
     std::fs::write(d.join("payload.json"), &payload).unwrap();
-    openssl(
-        &[
-            "dgst",
-            "-sha256",
-            "-sign",
-            "root.key",
-            "-out",
-            "payload.sig",
-            "payload.json",
-        ],
-        d,
-    );
+    openssl(&["dgst", "-sha256", "-sign", "root.key", "-out", "payload.sig", "payload.json"], d);
     use base64::Engine;
     let b64 = base64::engine::general_purpose::STANDARD;
     let bundle = serde_json::to_string_pretty(&serde_json::json!({
@@ -276,15 +204,9 @@ fn a_fleet_made_by_openssl_verifies_with_our_code() {
     .unwrap();
     std::fs::write(d.join("bundle.json"), &bundle).unwrap();
 
-    let root_der =
-        pki::first_certificate(&std::fs::read(d.join("root.crt")).unwrap(), "root").unwrap();
+    let root_der = pki::first_certificate(&std::fs::read(d.join("root.crt")).unwrap(), "root").unwrap();
     pki::check_self_signed_ca(&root_der, "root").unwrap();
-    assert_eq!(
-        pki::verify_bundle(&root_der, bundle.as_bytes())
-            .unwrap()
-            .version,
-        1
-    );
+    assert_eq!(pki::verify_bundle(&root_der, bundle.as_bytes()).unwrap().version, 1);
     let fleet = pki::Fleet::load(d).unwrap();
     assert_eq!(fleet.bundle_version, 1);
 
@@ -293,17 +215,12 @@ fn a_fleet_made_by_openssl_verifies_with_our_code() {
     for f in ["root.crt", "bundle.json", "issuing.crt", "issuing.key"] {
         std::fs::copy(d.join(f), d.join("f").join(f)).unwrap();
     }
-    run(
-        &["certs", "controller", "--fleet", "f", "--out", "controller"],
-        d,
-    );
+    run(&["certs", "controller", "--fleet", "f", "--out", "controller"], d);
     let chain = d.join("controller.crt");
     let key = d.join("controller.key");
     let provider = janus_registration::server::tls::provider();
     let identity = pki::ServedIdentity::load(&chain, &key, &provider).unwrap();
-    identity
-        .verify_for_fleet(&fleet.root_der, provider)
-        .unwrap();
+    identity.verify_for_fleet(&fleet.root_der, provider).unwrap();
 }
 
 #[test]
@@ -313,131 +230,46 @@ fn certs_refuses_to_overwrite_and_resigns_only_upward() {
     run(&["certs", "fleet", "--out", "fleet"], d);
     let err = fails(&["certs", "fleet", "--out", "fleet"], d);
     assert!(err.contains("refusing to overwrite"), "{err}");
-    let said = run(
-        &["certs", "fleet", "--out", "fleet", "--bundle-version", "5"],
-        d,
-    );
+    let said = run(&["certs", "fleet", "--out", "fleet", "--bundle-version", "5"], d);
     assert!(said.contains("version 5"), "{said}");
     let fleet = pki::Fleet::load(&d.join("fleet")).unwrap();
     assert_eq!(fleet.bundle_version, 5);
-    let err = fails(
-        &["certs", "fleet", "--out", "fleet", "--bundle-version", "5"],
-        d,
-    );
+    let err = fails(&["certs", "fleet", "--out", "fleet", "--bundle-version", "5"], d);
     assert!(err.contains("higher version"), "{err}");
 
-    run(
-        &[
-            "certs",
-            "controller",
-            "--fleet",
-            "fleet",
-            "--out",
-            "c",
-            "--days",
-            "30",
-        ],
-        d,
-    );
-    let err = fails(
-        &["certs", "controller", "--fleet", "fleet", "--out", "c"],
-        d,
-    );
+    run(&["certs", "controller", "--fleet", "fleet", "--out", "c", "--days", "30"], d);
+    let err = fails(&["certs", "controller", "--fleet", "fleet", "--out", "c"], d);
     assert!(err.contains("refusing to overwrite"), "{err}");
     let before = std::fs::read(d.join("c.crt")).unwrap();
-    let said = run(
-        &[
-            "certs",
-            "controller",
-            "--fleet",
-            "fleet",
-            "--out",
-            "c",
-            "--renew-within",
-            "10d",
-        ],
-        d,
-    );
+    let said = run(&["certs", "controller", "--fleet", "fleet", "--out", "c", "--renew-within", "10d"], d);
     assert!(said.contains("not renewed"), "{said}");
     assert_eq!(std::fs::read(d.join("c.crt")).unwrap(), before);
-    let said = run(
-        &[
-            "certs",
-            "controller",
-            "--fleet",
-            "fleet",
-            "--out",
-            "c",
-            "--renew-within",
-            "31d",
-        ],
-        d,
-    );
+    let said = run(&["certs", "controller", "--fleet", "fleet", "--out", "c", "--renew-within", "31d"], d);
     assert!(said.contains("wrote"), "{said}");
     assert_ne!(std::fs::read(d.join("c.crt")).unwrap(), before);
     assert_eq!(mode(&d.join("c.key")), 0o600);
 
-    let said = run(
-        &["certs", "node-ca", "--name", "edge-9", "--out", "edge-9"],
-        d,
-    );
+    let said = run(&["certs", "node-ca", "--name", "edge-9", "--out", "edge-9"], d);
     let pem = std::fs::read_to_string(d.join("edge-9.crt")).unwrap();
     let der = pki::first_certificate(pem.as_bytes(), "ca").unwrap();
-    assert!(
-        said.contains(&format!(
-            "pki: this node's CA: SHA-256 {}",
-            pki::sha256_hex(&der)
-        )),
-        "{said}"
-    );
-    let text = openssl(
-        &[
-            "x509",
-            "-in",
-            "edge-9.crt",
-            "-noout",
-            "-subject",
-            "-ext",
-            "basicConstraints",
-        ],
-        d,
-    );
-    assert!(
-        text.contains("Janus node CA: edge-9") && text.contains("CA:TRUE"),
-        "{text}"
-    );
+    assert!(said.contains(&format!("pki: this node's CA: SHA-256 {}", pki::sha256_hex(&der))), "{said}");
+    let text = openssl(&["x509", "-in", "edge-9.crt", "-noout", "-subject", "-ext", "basicConstraints"], d);
+    assert!(text.contains("Janus node CA: edge-9") && text.contains("CA:TRUE"), "{text}");
     assert_eq!(mode(&d.join("edge-9.key")), 0o600);
-    let err = fails(
-        &["certs", "node-ca", "--name", "edge-9", "--out", "edge-9"],
-        d,
-    );
+    let err = fails(&["certs", "node-ca", "--name", "edge-9", "--out", "edge-9"], d);
     assert!(err.contains("refusing to overwrite"), "{err}");
 }
 
 #[test]
 fn demo_lays_out_the_example_state_and_serves_it() {
     let dir = tempfile::tempdir().unwrap();
-    let args: Vec<String> = [
-        "demo",
-        "--dir",
-        dir.path().to_str().unwrap(),
-        "--listen",
-        "127.0.0.1:0",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+    let args: Vec<String> = ["demo", "--dir", dir.path().to_str().unwrap(), "--listen", "127.0.0.1:0"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
     let server = Process::start(&args);
     let state = dir.path().join("demo-state");
-    assert!(
-        state
-            .join("nodes")
-            .join(format!(
-                "{}.json",
-                janus_registration::demo::EXAMPLE_NODE_ID
-            ))
-            .exists()
-    );
+    assert!(state.join("nodes").join(format!("{}.json", janus_registration::demo::EXAMPLE_NODE_ID)).exists());
     assert!(state.join("approved").is_dir());
     assert_eq!(
         std::fs::read_to_string(state.join("tokens")).unwrap(),
@@ -446,14 +278,9 @@ fn demo_lays_out_the_example_state_and_serves_it() {
     assert_eq!(mode(&dir.path().join("certs/fleet/root.key")), 0o600);
     let root = std::fs::read(dir.path().join("certs/fleet/root.crt")).unwrap();
     let client =
-        janus_registration::agent::http::Endpoint::new(&server.addr.to_string(), &root, &root)
-            .unwrap();
+        janus_registration::agent::http::Endpoint::new(&server.addr.to_string(), &root, &root).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let path = format!("/register/{}", janus_registration::demo::EXAMPLE_NODE_ID);
-    let answer = rt.block_on(get(
-        &client,
-        &path,
-        Some(janus_registration::demo::EXAMPLE_POLL_SECRET),
-    ));
+    let answer = rt.block_on(get(&client, &path, Some(janus_registration::demo::EXAMPLE_POLL_SECRET)));
     assert_eq!(answer.status, 202, "the example node is pending");
 }

@@ -62,16 +62,9 @@ async fn two_server_processes_share_the_tokens_exactly_once() {
             admitted_ids.insert(body["id"].as_str().unwrap().to_string());
         }
     }
-    assert_eq!(
-        admitted_ids.len(),
-        tokens.len(),
-        "each token admits exactly one node"
-    );
+    assert_eq!(admitted_ids.len(), tokens.len(), "each token admits exactly one node");
     assert_eq!(fx.tokens(), "keep-1\nkeep-2\n");
-    let admitted_records = records(&fx.state())
-        .iter()
-        .filter(|r| r["admitted"] == true)
-        .count();
+    let admitted_records = records(&fx.state()).iter().filter(|r| r["admitted"] == true).count();
     assert_eq!(admitted_records, tokens.len());
 }
 
@@ -118,11 +111,9 @@ async fn kill_9_mid_burst_leaves_only_whole_records_and_loses_no_answered_one() 
         })
         .collect();
     let nodes = fx.state().join("nodes");
-    assert!(wait_for(Duration::from_secs(30), || std::fs::read_dir(
-        &nodes
-    )
-    .map(|d| d.count() >= 20)
-    .unwrap_or(false)));
+    assert!(wait_for(Duration::from_secs(30), || std::fs::read_dir(&nodes)
+        .map(|d| d.count() >= 20)
+        .unwrap_or(false)));
     server.kill();
     let mut answered = Vec::new();
     for task in tasks {
@@ -132,16 +123,11 @@ async fn kill_9_mid_burst_leaves_only_whole_records_and_loses_no_answered_one() 
             answered.push(json(&answer)["id"].as_str().unwrap().to_string());
         }
     }
-    let on_disk: HashSet<String> = records(&fx.state())
-        .iter()
-        .map(|r| r["id"].as_str().unwrap().to_string())
-        .collect();
+    let on_disk: HashSet<String> =
+        records(&fx.state()).iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
     assert!(!answered.is_empty());
     for id in &answered {
-        assert!(
-            on_disk.contains(id),
-            "{id} was answered 201 but is not on disk"
-        );
+        assert!(on_disk.contains(id), "{id} was answered 201 but is not on disk");
     }
 }
 
@@ -155,51 +141,23 @@ async fn secrets_and_tokens_appear_in_no_log_and_secrets_in_no_file() {
     let ca = certs::mint_node_ca("edge").unwrap();
     let (secret_a, secret_b) = (new_secret(), new_secret());
     let admitted = json(&post(&client, &announcement("edge-a", &ca, token, &secret_a)).await);
-    let pending = json(
-        &post(
-            &client,
-            &announcement("edge-b", &ca, "unknown-token-1234", &secret_b),
-        )
-        .await,
-    );
+    let pending = json(&post(&client, &announcement("edge-b", &ca, "unknown-token-1234", &secret_b)).await);
     for (answer, secret) in [(&admitted, &secret_a), (&pending, &secret_b)] {
         let path = format!("/register/{}", answer["id"].as_str().unwrap());
         get(&client, &path, Some(secret)).await;
-        get(
-            &client,
-            &path,
-            Some("wrong-secret-wrong-secret-wrong-secret"),
-        )
-        .await;
+        get(&client, &path, Some("wrong-secret-wrong-secret-wrong-secret")).await;
     }
-    assert!(wait_for(Duration::from_secs(10), || server
-        .log()
-        .matches("request")
-        .count()
-        >= 6));
+    assert!(wait_for(Duration::from_secs(10), || server.log().matches("request").count() >= 6));
     let log = server.log();
     for secret in [&secret_a, &secret_b] {
-        assert!(
-            !log.contains(secret.as_str()),
-            "a poll secret reached the log"
-        );
+        assert!(!log.contains(secret.as_str()), "a poll secret reached the log");
         for file in files_below(&fx.state()) {
             let bytes = std::fs::read(&file).unwrap();
-            assert!(
-                !String::from_utf8_lossy(&bytes).contains(secret.as_str()),
-                "{}",
-                file.display()
-            );
+            assert!(!String::from_utf8_lossy(&bytes).contains(secret.as_str()), "{}", file.display());
         }
     }
-    assert!(
-        !log.contains(token) && !log.contains("unknown-token-1234"),
-        "a token reached the log"
-    );
-    assert!(
-        !log.contains("wrong-secret"),
-        "a presented secret reached the log"
-    );
+    assert!(!log.contains(token) && !log.contains("unknown-token-1234"), "a token reached the log");
+    assert!(!log.contains("wrong-secret"), "a presented secret reached the log");
 }
 
 #[tokio::test]
@@ -211,24 +169,15 @@ async fn a_client_that_sends_nothing_is_cut_off() {
     let mut silent = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let mut buf = [0u8; 64];
     let closed = tokio::time::timeout(Duration::from_secs(30), silent.read(&mut buf)).await;
-    assert!(
-        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
-        "not closed: {closed:?}"
-    );
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "not closed: {closed:?}");
 
     // After the handshake, with no request.
     let config = std::sync::Arc::new(janus_registration::healthcheck::insecure_client_config());
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-        .unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
     let closed = tokio::time::timeout(Duration::from_secs(30), tls.read(&mut buf)).await;
-    assert!(
-        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
-        "not closed: {closed:?}"
-    );
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "not closed: {closed:?}");
     server.stop().await;
 }
 
@@ -236,20 +185,14 @@ async fn a_client_that_sends_nothing_is_cut_off() {
 async fn connections_beyond_the_cap_are_refused_and_the_slot_comes_back() {
     use tokio::io::AsyncReadExt;
     let fx = Fixture::new();
-    let config = janus_registration::server::ServeConfig {
-        max_connections: 2,
-        ..fx.config()
-    };
+    let config = janus_registration::server::ServeConfig { max_connections: 2, ..fx.config() };
     let server = InProcess::start(config).await;
     let _held: Vec<_> = futures_connect(server.addr, 2).await;
     // The third is closed at once, without a handshake.
     let mut third = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let mut buf = [0u8; 8];
     let closed = tokio::time::timeout(Duration::from_secs(5), third.read(&mut buf)).await;
-    assert!(
-        matches!(closed, Ok(Ok(0)) | Ok(Err(_))),
-        "not refused: {closed:?}"
-    );
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "not refused: {closed:?}");
     drop(_held);
     let client = node_client(&fx, server.addr);
     let mut ok = false;
@@ -281,12 +224,7 @@ async fn futures_connect(
     for _ in 0..n {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
         let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
-        out.push(
-            tokio_rustls::TlsConnector::from(config.clone())
-                .connect(name, tcp)
-                .await
-                .unwrap(),
-        );
+        out.push(tokio_rustls::TlsConnector::from(config.clone()).connect(name, tcp).await.unwrap());
     }
     out
 }

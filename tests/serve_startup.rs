@@ -14,19 +14,10 @@ use rcgen::SigningKey;
 
 fn serve_fails(fx: &Fixture, expected: &str) {
     let output = Command::new(BIN).args(fx.serve_args()).output().unwrap();
-    assert!(
-        !output.status.success(),
-        "serve should refuse to start ({expected})"
-    );
+    assert!(!output.status.success(), "serve should refuse to start ({expected})");
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(
-        stderr.contains(expected),
-        "stderr should say {expected:?}: {stderr}"
-    );
-    assert!(
-        !stderr.contains("serving"),
-        "nothing may be bound: {stderr}"
-    );
+    assert!(stderr.contains(expected), "stderr should say {expected:?}: {stderr}");
+    assert!(!stderr.contains("serving"), "nothing may be bound: {stderr}");
 }
 
 fn signed(root_key_pem: &str, payload: &str) -> Vec<u8> {
@@ -40,12 +31,7 @@ fn signed(root_key_pem: &str, payload: &str) -> Vec<u8> {
 #[test]
 fn a_root_that_is_not_a_ca_is_refused() {
     let fx = Fixture::new();
-    let leaf = fx
-        .controller
-        .cert_pem
-        .split_inclusive("-----END CERTIFICATE-----\n")
-        .next()
-        .unwrap();
+    let leaf = fx.controller.cert_pem.split_inclusive("-----END CERTIFICATE-----\n").next().unwrap();
     std::fs::write(fx.fleet_dir().join("root.crt"), leaf).unwrap();
     serve_fails(&fx, "is not a CA certificate");
 }
@@ -68,13 +54,8 @@ fn a_bundle_signed_by_another_root_is_refused() {
 #[test]
 fn a_bundle_of_version_0_is_refused() {
     let fx = Fixture::new();
-    let payload =
-        serde_json::json!({"version": 0, "issuing_cas": [fx.fleet.issuing.cert_pem]}).to_string();
-    std::fs::write(
-        fx.fleet_dir().join("bundle.json"),
-        signed(&fx.fleet.root.key_pem, &payload),
-    )
-    .unwrap();
+    let payload = serde_json::json!({"version": 0, "issuing_cas": [fx.fleet.issuing.cert_pem]}).to_string();
+    std::fs::write(fx.fleet_dir().join("bundle.json"), signed(&fx.fleet.root.key_pem, &payload)).unwrap();
     serve_fails(&fx, "the bundle has no version");
 }
 
@@ -82,13 +63,8 @@ fn a_bundle_of_version_0_is_refused() {
 fn a_bundle_listing_a_ca_the_root_did_not_sign_is_refused() {
     let fx = Fixture::new();
     let other = certs::mint_fleet("Other", 1).unwrap();
-    let payload =
-        serde_json::json!({"version": 3, "issuing_cas": [other.issuing.cert_pem]}).to_string();
-    std::fs::write(
-        fx.fleet_dir().join("bundle.json"),
-        signed(&fx.fleet.root.key_pem, &payload),
-    )
-    .unwrap();
+    let payload = serde_json::json!({"version": 3, "issuing_cas": [other.issuing.cert_pem]}).to_string();
+    std::fs::write(fx.fleet_dir().join("bundle.json"), signed(&fx.fleet.root.key_pem, &payload)).unwrap();
     serve_fails(&fx, "isn't a CA the fleet's root signed");
 }
 
@@ -129,19 +105,9 @@ fn a_certificate_from_another_fleet_starts_with_a_warning_and_creates_the_state(
     let foreign = certs::mint_controller(&other.issuing, 30, &[]).unwrap();
     certs::write_pair(&fx.dir.path().join("controller"), &foreign, true).unwrap();
     let server = Process::start(&fx.serve_args());
-    assert!(
-        server
-            .log()
-            .contains("does not verify for controller.fleet.janus"),
-        "{}",
-        server.log()
-    );
+    assert!(server.log().contains("does not verify for controller.fleet.janus"), "{}", server.log());
     for dir in ["", "nodes", "approved"] {
-        let mode = std::fs::metadata(fx.state().join(dir))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o777;
+        let mode = std::fs::metadata(fx.state().join(dir)).unwrap().permissions().mode() & 0o777;
         assert_eq!(mode, 0o700, "{dir}");
     }
 }
@@ -151,13 +117,7 @@ fn sigterm_stops_the_server_cleanly() {
     let fx = Fixture::new();
     let mut server = Process::start(&fx.serve_args());
     let pid = server.child.id().to_string();
-    assert!(
-        Command::new("kill")
-            .args(["-TERM", &pid])
-            .status()
-            .unwrap()
-            .success()
-    );
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let mut exit = None;
     assert!(wait_for(std::time::Duration::from_secs(20), || {
         exit = server.child.try_wait().unwrap();

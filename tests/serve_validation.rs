@@ -36,107 +36,36 @@ async fn every_bad_announcement_is_a_400_naming_the_field() {
         ("an array", b"[]".to_vec(), "object"),
         ("null", b"null".to_vec(), "object"),
         ("a string", b"\"x\"".to_vec(), "object"),
-        (
-            "protocol as a string",
-            with("protocol", json!("2")),
-            "protocol 2 only",
-        ),
+        ("protocol as a string", with("protocol", json!("2")), "protocol 2 only"),
         ("protocol 1", with("protocol", json!(1)), "protocol 2 only"),
-        (
-            "protocol 2.5",
-            with("protocol", json!(2.5)),
-            "protocol 2 only",
-        ),
+        ("protocol 2.5", with("protocol", json!(2.5)), "protocol 2 only"),
         ("protocol missing", without("protocol"), "protocol 2 only"),
-        (
-            "a private key",
-            with("service_key_pem", json!("-----BEGIN PRIVATE KEY-----")),
-            "protocol 2 only",
-        ),
+        ("a private key", with("service_key_pem", json!("-----BEGIN PRIVATE KEY-----")), "protocol 2 only"),
         ("name missing", without("name"), "name"),
         ("name empty", with("name", json!("")), "name"),
         ("name a number", with("name", json!(7)), "name"),
-        (
-            "name too long",
-            with("name", json!("a".repeat(254))),
-            "name",
-        ),
+        ("name too long", with("name", json!("a".repeat(254))), "name"),
         ("name with a slash", with("name", json!("../etc")), "name"),
         ("name with a space", with("name", json!("edge 2")), "name"),
         ("address missing", without("address"), "address"),
-        (
-            "address without port",
-            with("address", json!("10.0.2.15")),
-            "address",
-        ),
-        (
-            "address port 0",
-            with("address", json!("10.0.2.15:0")),
-            "address",
-        ),
-        (
-            "address port 65536",
-            with("address", json!("10.0.2.15:65536")),
-            "address",
-        ),
-        (
-            "address unbracketed IPv6",
-            with("address", json!("fe80::1:9505")),
-            "address",
-        ),
-        (
-            "address bad host",
-            with("address", json!("a b:9505")),
-            "address",
-        ),
+        ("address without port", with("address", json!("10.0.2.15")), "address"),
+        ("address port 0", with("address", json!("10.0.2.15:0")), "address"),
+        ("address port 65536", with("address", json!("10.0.2.15:65536")), "address"),
+        ("address unbracketed IPv6", with("address", json!("fe80::1:9505")), "address"),
+        ("address bad host", with("address", json!("a b:9505")), "address"),
         ("secret missing", without("poll_secret"), "poll_secret"),
-        (
-            "secret short",
-            with("poll_secret", json!("a".repeat(31))),
-            "poll_secret",
-        ),
-        (
-            "secret long",
-            with("poll_secret", json!("a".repeat(513))),
-            "poll_secret",
-        ),
-        (
-            "secret not ASCII",
-            with("poll_secret", json!("é".repeat(40))),
-            "poll_secret",
-        ),
-        (
-            "secret with a space",
-            with("poll_secret", json!(format!("{} x", "a".repeat(40)))),
-            "poll_secret",
-        ),
-        (
-            "token too long",
-            with("registration_token", json!("t".repeat(513))),
-            "registration_token",
-        ),
-        (
-            "token not printable",
-            with("registration_token", json!("t1\n")),
-            "registration_token",
-        ),
-        (
-            "token a number",
-            with("registration_token", json!(1)),
-            "registration_token",
-        ),
+        ("secret short", with("poll_secret", json!("a".repeat(31))), "poll_secret"),
+        ("secret long", with("poll_secret", json!("a".repeat(513))), "poll_secret"),
+        ("secret not ASCII", with("poll_secret", json!("é".repeat(40))), "poll_secret"),
+        ("secret with a space", with("poll_secret", json!(format!("{} x", "a".repeat(40)))), "poll_secret"),
+        ("token too long", with("registration_token", json!("t".repeat(513))), "registration_token"),
+        ("token not printable", with("registration_token", json!("t1\n")), "registration_token"),
+        ("token a number", with("registration_token", json!(1)), "registration_token"),
         ("CA missing", without("ca_cert_pem"), "ca_cert_pem"),
-        (
-            "CA not PEM",
-            with("ca_cert_pem", json!("hello")),
-            "ca_cert_pem",
-        ),
+        ("CA not PEM", with("ca_cert_pem", json!("hello")), "ca_cert_pem"),
         (
             "CA garbage PEM",
-            with(
-                "ca_cert_pem",
-                json!("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
-            ),
+            with("ca_cert_pem", json!("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")),
             "ca_cert_pem",
         ),
         ("CA a leaf", with("ca_cert_pem", json!(leaf)), "ca_cert_pem"),
@@ -144,14 +73,8 @@ async fn every_bad_announcement_is_a_400_naming_the_field() {
     for (what, body, names) in cases {
         let answer = post(&client, &body).await;
         assert_eq!(answer.status, 400, "{what}: {}", answer.text());
-        let error = json(&answer)["error"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        assert!(
-            error.contains(names),
-            "{what}: {error:?} should name {names:?}"
-        );
+        let error = json(&answer)["error"].as_str().unwrap_or_default().to_string();
+        assert!(error.contains(names), "{what}: {error:?} should name {names:?}");
         assert!(!answer.text().contains("service_cert_pem"), "{what}");
     }
     // The key-carrying body was refused without a trace; nothing was stored.
@@ -206,23 +129,12 @@ async fn post_chunked(addr: &str, body: &[u8]) -> u16 {
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let config = std::sync::Arc::new(janus_registration::healthcheck::insecure_client_config());
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(config)
-        .connect(name, tcp)
-        .await
-        .unwrap();
-    let mut bytes =
-        b"POST /register HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
+    let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
+    let mut bytes = b"POST /register HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();
     bytes.extend_from_slice(body);
     let _ = tls.write_all(&bytes).await;
     let mut answer = Vec::new();
-    let _ = tokio::time::timeout(
-        std::time::Duration::from_secs(10),
-        tls.read_to_end(&mut answer),
-    )
-    .await;
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(10), tls.read_to_end(&mut answer)).await;
     let text = String::from_utf8_lossy(&answer);
-    text.split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0)
+    text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
 }

@@ -49,9 +49,7 @@ impl HttpError {
     pub fn is_certificate_verification(&self) -> bool {
         match self {
             HttpError::Tls { source, .. } => matches!(
-                source
-                    .get_ref()
-                    .and_then(|e| e.downcast_ref::<rustls::Error>()),
+                source.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()),
                 Some(rustls::Error::InvalidCertificate(_))
             ),
             _ => false,
@@ -129,14 +127,11 @@ impl Endpoint {
             }
         }
         let Some(certificate) = &self.certificate else {
-            return Err(HttpError::Config(
-                "no CA to check the endpoint with (ca.crt is empty)".into(),
-            ));
+            return Err(HttpError::Config("no CA to check the endpoint with (ca.crt is empty)".into()));
         };
         let host = host_of(&self.address);
-        let name = ServerName::try_from(host.to_string()).map_err(|_| {
-            HttpError::Config(format!("{host:?} is neither a DNS name nor an IP address"))
-        })?;
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|_| HttpError::Config(format!("{host:?} is neither a DNS name nor an IP address")))?;
         let answer = self.exchange(certificate.clone(), name, request).await?;
         Ok((answer, Via::Certificate))
     }
@@ -148,12 +143,7 @@ impl Endpoint {
         request: &Request<'_>,
     ) -> Result<Answer, HttpError> {
         let url = format!("https://{}{}", self.address, request.path);
-        match tokio::time::timeout(
-            self.timeout,
-            self.exchange_untimed(config, name, request, &url),
-        )
-        .await
-        {
+        match tokio::time::timeout(self.timeout, self.exchange_untimed(config, name, request, &url)).await {
             Ok(result) => result,
             Err(_) => Err(HttpError::Timeout { url }),
         }
@@ -168,33 +158,22 @@ impl Endpoint {
     ) -> Result<Answer, HttpError> {
         let tcp = TcpStream::connect(&self.address)
             .await
-            .map_err(|source| HttpError::Connect {
-                url: url.to_string(),
-                source,
-            })?;
+            .map_err(|source| HttpError::Connect { url: url.to_string(), source })?;
         let _ = tcp.set_nodelay(true);
         let mut tls = TlsConnector::from(config)
             .connect(name, tcp)
             .await
-            .map_err(|source| HttpError::Tls {
-                url: url.to_string(),
-                source,
-            })?;
-        let io = |source: std::io::Error| HttpError::Connect {
-            url: url.to_string(),
-            source,
-        };
-        tls.write_all(&request_bytes(&self.address, request))
-            .await
-            .map_err(io)?;
+            .map_err(|source| HttpError::Tls { url: url.to_string(), source })?;
+        let io = |source: std::io::Error| HttpError::Connect { url: url.to_string(), source };
+        tls.write_all(&request_bytes(&self.address, request)).await.map_err(io)?;
         tls.flush().await.map_err(io)?;
         read_answer(&mut tls, url).await
     }
 }
 
 fn client_config(pem: &[u8]) -> Result<Option<Arc<ClientConfig>>, HttpError> {
-    let certs = crate::pki::all_certificates(pem, "a CA file")
-        .map_err(|e| HttpError::Config(e.to_string()))?;
+    let certs =
+        crate::pki::all_certificates(pem, "a CA file").map_err(|e| HttpError::Config(e.to_string()))?;
     if certs.is_empty() {
         return Ok(None);
     }
@@ -215,9 +194,7 @@ fn client_config(pem: &[u8]) -> Result<Option<Arc<ClientConfig>>, HttpError> {
 /// The host part of `host:port`, without IPv6 brackets.
 pub fn host_of(address: &str) -> &str {
     let host = address.rsplit_once(':').map_or(address, |(h, _)| h);
-    host.strip_prefix('[')
-        .and_then(|h| h.strip_suffix(']'))
-        .unwrap_or(host)
+    host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host)
 }
 
 /// The request head and body in the order Go's client writes them.
@@ -244,10 +221,7 @@ async fn read_answer<S: tokio::io::AsyncRead + Unpin>(
     stream: &mut S,
     url: &str,
 ) -> Result<Answer, HttpError> {
-    let bad = |reason: String| HttpError::Protocol {
-        url: url.to_string(),
-        reason,
-    };
+    let bad = |reason: String| HttpError::Protocol { url: url.to_string(), reason };
     let mut buf = Vec::with_capacity(4096);
     let mut chunk = [0u8; 8192];
     let head_end = loop {
@@ -297,10 +271,7 @@ async fn read_some<S: tokio::io::AsyncRead + Unpin>(
         Ok(n) => Ok(n),
         // A peer that closes without close_notify has still said all it had to.
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
-        Err(source) => Err(HttpError::Connect {
-            url: url.to_string(),
-            source,
-        }),
+        Err(source) => Err(HttpError::Connect { url: url.to_string(), source }),
     }
 }
 

@@ -93,12 +93,8 @@ mod tests {
     }
 
     fn futures_body(response: Response) -> String {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .build()
-            .unwrap();
-        let bytes = rt
-            .block_on(axum::body::to_bytes(response.into_body(), 1 << 16))
-            .unwrap();
+        let rt = tokio::runtime::Builder::new_current_thread().build().unwrap();
+        let bytes = rt.block_on(axum::body::to_bytes(response.into_body(), 1 << 16)).unwrap();
         String::from_utf8(bytes.to_vec()).unwrap()
     }
 }

@@ -66,16 +66,9 @@ pub struct ServedTrust {
 
 impl ServedTrust {
     pub fn new(fleet: Fleet) -> Self {
-        let trust = Trust {
-            root_cert: fleet.root_pem.clone(),
-            bundle: BASE64.encode(&fleet.bundle),
-        };
+        let trust = Trust { root_cert: fleet.root_pem.clone(), bundle: BASE64.encode(&fleet.bundle) };
         let trust_json = Bytes::from(serde_json::to_vec(&trust).expect("strings serialise"));
-        ServedTrust {
-            fleet,
-            trust,
-            trust_json,
-        }
+        ServedTrust { fleet, trust, trust_json }
     }
 }
 
@@ -100,12 +93,10 @@ pub struct Prepared {
 
 /// Every startup check, in the order an operator would fix them.
 pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
-    let fleet = Fleet::load(&config.fleet).map_err(|source| StartupError::Fleet {
-        dir: config.fleet.clone(),
-        source,
-    })?;
-    let identity = ServedIdentity::load(&config.cert, &config.key, &tls::provider())
-        .map_err(StartupError::Cert)?;
+    let fleet = Fleet::load(&config.fleet)
+        .map_err(|source| StartupError::Fleet { dir: config.fleet.clone(), source })?;
+    let identity =
+        ServedIdentity::load(&config.cert, &config.key, &tls::provider()).map_err(StartupError::Cert)?;
     if let Err(why) = identity.verify_for_fleet(&fleet.root_der, tls::provider()) {
         tracing::warn!(
             cert = %config.cert.display(),
@@ -123,10 +114,7 @@ pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
         "fleet and certificate loaded"
     );
     Ok(Prepared {
-        app: Arc::new(App {
-            store,
-            trust: RwLock::new(Arc::new(ServedTrust::new(fleet))),
-        }),
+        app: Arc::new(App { store, trust: RwLock::new(Arc::new(ServedTrust::new(fleet))) }),
         cert: Arc::new(tls::CurrentCert::new(identity.certified)),
         config,
     })
@@ -167,10 +155,7 @@ impl Prepared {
         let on_signal = handle.clone();
         tokio::spawn(async move {
             shutdown.await;
-            tracing::info!(
-                grace_secs = grace.as_secs(),
-                "shutting down: no new connections"
-            );
+            tracing::info!(grace_secs = grace.as_secs(), "shutting down: no new connections");
             on_signal.graceful_shutdown(Some(grace));
         });
         let mut server = axum_server::from_tcp(listener)?
@@ -185,18 +170,13 @@ impl Prepared {
             .max_buf_size(MAX_HEAD_BYTES)
             .header_read_timeout(Some(REQUEST_HEAD_TIMEOUT));
         tracing::info!(listen = %local, "serving");
-        server
-            .serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>())
-            .await
+        server.serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>()).await
     }
 }
 
 fn unix_to_rfc3339(secs: i64) -> String {
     time::OffsetDateTime::from_unix_timestamp(secs)
         .ok()
-        .and_then(|t| {
-            t.format(&time::format_description::well_known::Rfc3339)
-                .ok()
-        })
+        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
         .unwrap_or_else(|| secs.to_string())
 }

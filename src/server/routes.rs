@@ -33,14 +33,10 @@ pub async fn announce(
     let announcement = Announcement::parse(&body)?;
     let trust = app.trust();
     let blocking_app = app.clone();
-    let answer =
-        tokio::task::spawn_blocking(move || admit_or_hold(&blocking_app, announcement, peer))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))??;
-    let answer = AnnounceAnswer {
-        trust: answer.admitted.then(|| trust.trust.clone()),
-        ..answer
-    };
+    let answer = tokio::task::spawn_blocking(move || admit_or_hold(&blocking_app, announcement, peer))
+        .await
+        .map_err(|e| ApiError::Internal(e.to_string()))??;
+    let answer = AnnounceAnswer { trust: answer.admitted.then(|| trust.trust.clone()), ..answer };
     if answer.admitted {
         tracing::info!(node = %answer.id, "node admitted by token");
     } else {
@@ -75,11 +71,7 @@ fn admit_or_hold(
     if admitted {
         app.store.approve(&id)?;
     }
-    Ok(AnnounceAnswer {
-        id: id.to_string(),
-        admitted,
-        trust: None,
-    })
+    Ok(AnnounceAnswer { id: id.to_string(), admitted, trust: None })
 }
 
 pub async fn poll(
@@ -95,14 +87,8 @@ pub async fn poll(
     let presented = sha256_hex(secret);
     let blocking_app = app.clone();
     let approved = tokio::task::spawn_blocking(move || -> Result<bool, ApiError> {
-        let record = blocking_app
-            .store
-            .read_record(&id)?
-            .ok_or(ApiError::NotFound)?;
-        let matches: bool = presented
-            .as_bytes()
-            .ct_eq(record.poll_secret_sha256.as_bytes())
-            .into();
+        let record = blocking_app.store.read_record(&id)?.ok_or(ApiError::NotFound)?;
+        let matches: bool = presented.as_bytes().ct_eq(record.poll_secret_sha256.as_bytes()).into();
         if !matches {
             return Err(ApiError::NotFound);
         }
@@ -114,11 +100,7 @@ pub async fn poll(
         return Ok(StatusCode::ACCEPTED.into_response());
     }
     let trust = app.trust();
-    Ok((
-        StatusCode::OK,
-        [(header::CONTENT_TYPE, "application/json")],
-        trust.trust_json.clone(),
-    )
+    Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], trust.trust_json.clone())
         .into_response())
 }
 
@@ -130,7 +112,8 @@ pub async fn healthz(State(app): State<Arc<App>>) -> Response {
         Ok(Ok(())) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response(),
         Ok(Err(e)) => {
             tracing::warn!(cause = %e, "health check: state directory not writable");
-            let reason = serde_json::json!({"status": "unavailable", "reason": "state directory not writable"});
+            let reason =
+                serde_json::json!({"status": "unavailable", "reason": "state directory not writable"});
             (StatusCode::SERVICE_UNAVAILABLE, Json(reason)).into_response()
         }
         Err(e) => ApiError::Internal(e.to_string()).into_response(),
@@ -142,10 +125,8 @@ pub async fn not_found() -> ApiError {
 }
 
 async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
-    let declared = headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
+    let declared =
+        headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(ApiError::TooLarge);
     }
@@ -169,11 +150,8 @@ pub async fn log_request(request: Request, next: Next) -> Response {
     let started = Instant::now();
     let method = request.method().clone();
     let path = request.uri().path().to_string();
-    let peer = request
-        .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.to_string())
-        .unwrap_or_default();
+    let peer =
+        request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.to_string()).unwrap_or_default();
     let response = next.run(request).await;
     tracing::info!(
         %method,
@@ -196,6 +174,5 @@ fn truncate(s: &str, max: usize) -> &str {
 pub fn now_rfc3339() -> String {
     let now = time::OffsetDateTime::now_utc();
     let now = now.replace_nanosecond(0).unwrap_or(now);
-    now.format(&time::format_description::well_known::Rfc3339)
-        .unwrap_or_default()
+    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
 }

@@ -72,13 +72,7 @@ impl<I, S> Accept<I, S> for ConnectionCap {
 
     fn accept(&self, stream: I, service: S) -> <Self as Accept<I, S>>::Future {
         std::future::ready(match self.0.clone().try_acquire_owned() {
-            Ok(permit) => Ok((
-                Capped {
-                    inner: stream,
-                    _permit: permit,
-                },
-                service,
-            )),
+            Ok(permit) => Ok((Capped { inner: stream, _permit: permit }, service)),
             Err(_) => Err(io::Error::other("connection cap reached")),
         })
     }
@@ -101,11 +95,7 @@ impl<I: AsyncRead + Unpin> AsyncRead for Capped<I> {
 }
 
 impl<I: AsyncWrite + Unpin> AsyncWrite for Capped<I> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {

@@ -18,11 +18,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&temp)?;
+        let mut file = OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp)?;
         file.write_all(bytes)?;
         // The umask may have narrowed the mode asked for at creation.
         file.set_permissions(fs::Permissions::from_mode(mode))?;
@@ -49,19 +45,11 @@ pub fn remove_durably(path: &Path) -> io::Result<()> {
 pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     match fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(with_path(
-            io::Error::new(
-                io::ErrorKind::AlreadyExists,
-                "exists and is not a directory",
-            ),
-            dir,
-        )),
+        Ok(_) => {
+            Err(with_path(io::Error::new(io::ErrorKind::AlreadyExists, "exists and is not a directory"), dir))
+        }
         Err(_) => {
-            fs::DirBuilder::new()
-                .recursive(true)
-                .mode(0o700)
-                .create(dir)
-                .map_err(|e| with_path(e, dir))?;
+            fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| with_path(e, dir))?;
             sync_dir(parent_of(dir)).map_err(|e| with_path(e, dir))
         }
     }
@@ -85,10 +73,7 @@ fn parent_of(path: &Path) -> &Path {
 }
 
 fn temp_path(dir: &Path, path: &Path) -> PathBuf {
-    let name = path
-        .file_name()
-        .map(|n| n.to_string_lossy())
-        .unwrap_or_default();
+    let name = path.file_name().map(|n| n.to_string_lossy()).unwrap_or_default();
     let nonce: u64 = rand::random();
     dir.join(format!("{TEMP_PREFIX}{name}-{nonce:016x}"))
 }

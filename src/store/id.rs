@@ -43,14 +43,9 @@ mod tests {
 
     #[test]
     fn refuses_anything_else() {
-        for bad in [
-            "",
-            "../../etc/passwd",
-            &"A".repeat(32),
-            &"a".repeat(31),
-            &"a".repeat(33),
-            &"g".repeat(32),
-        ] {
+        for bad in
+            ["", "../../etc/passwd", &"A".repeat(32), &"a".repeat(31), &"a".repeat(33), &"g".repeat(32)]
+        {
             assert_eq!(NodeId::parse(bad), None, "{bad}");
         }
     }

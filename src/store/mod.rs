@@ -59,10 +59,7 @@ impl Store {
         for sub in ["", "nodes", "approved"] {
             atomic::ensure_private_dir(&dir.join(sub))?;
         }
-        Ok(Store {
-            dir: dir.to_path_buf(),
-            tokens: Tokens::new(dir),
-        })
+        Ok(Store { dir: dir.to_path_buf(), tokens: Tokens::new(dir) })
     }
 
     pub fn dir(&self) -> &Path {
@@ -78,8 +75,7 @@ impl Store {
     }
 
     pub fn write_record(&self, record: &NodeRecord) -> io::Result<()> {
-        let id = NodeId::parse(&record.id)
-            .ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
         write_atomic(&self.record_path(&id), &json, 0o600)
     }
@@ -88,9 +84,9 @@ impl Store {
     pub fn read_record(&self, id: &NodeId) -> io::Result<Option<NodeRecord>> {
         let path = self.record_path(id);
         match fs::read(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes).map(Some).map_err(|e| {
-                atomic::with_path(io::Error::new(io::ErrorKind::InvalidData, e), &path)
-            }),
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map(Some)
+                .map_err(|e| atomic::with_path(io::Error::new(io::ErrorKind::InvalidData, e), &path)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) => Err(atomic::with_path(e, &path)),
         }
@@ -107,11 +103,7 @@ impl Store {
 
     /// Whether new files can be created in the state directory.
     pub fn check_writable(&self) -> io::Result<()> {
-        let probe = (self.dir).join(format!(
-            "{}healthz-{}",
-            atomic::TEMP_PREFIX,
-            std::process::id()
-        ));
+        let probe = (self.dir).join(format!("{}healthz-{}", atomic::TEMP_PREFIX, std::process::id()));
         fs::write(&probe, b"").map_err(|e| atomic::with_path(e, &self.dir))?;
         fs::remove_file(&probe).map_err(|e| atomic::with_path(e, &probe))
     }

@@ -60,10 +60,7 @@ impl Tokens {
         if lead {
             self.lead_batches();
         }
-        answer
-            .recv()
-            .map_err(|_| io::Error::other("token batch abandoned"))?
-            .map_err(io::Error::other)
+        answer.recv().map_err(|_| io::Error::other("token batch abandoned"))?.map_err(io::Error::other)
     }
 
     fn lead_batches(&self) {
@@ -153,10 +150,7 @@ mod tests {
         assert!(tokens.consume("a").unwrap());
         assert!(!tokens.consume("zz").unwrap());
         assert!(!tokens.consume("").unwrap());
-        assert_eq!(
-            fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(),
-            "b\nc\na\n"
-        );
+        assert_eq!(fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(), "b\nc\na\n");
         assert!(tokens.consume("a").unwrap());
         assert!(!tokens.consume("a").unwrap());
     }
@@ -179,15 +173,8 @@ mod tests {
                 std::thread::spawn(move || tokens.consume(&format!("t{}", i % 200)).unwrap())
             })
             .collect();
-        let admitted = handles
-            .into_iter()
-            .map(|h| h.join().unwrap())
-            .filter(|&b| b)
-            .count();
+        let admitted = handles.into_iter().map(|h| h.join().unwrap()).filter(|&b| b).count();
         assert_eq!(admitted, 200);
-        assert_eq!(
-            fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(),
-            ""
-        );
+        assert_eq!(fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(), "");
     }
 }

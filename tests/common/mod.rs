@@ -35,11 +35,7 @@ impl Fixture {
         certs::write_fleet(&dir.path().join("fleet"), &fleet).unwrap();
         let controller = certs::mint_controller(&fleet.issuing, 30, sans).unwrap();
         certs::write_pair(&dir.path().join("controller"), &controller, false).unwrap();
-        Fixture {
-            dir,
-            fleet,
-            controller,
-        }
+        Fixture { dir, fleet, controller }
     }
 
     pub fn fleet_dir(&self) -> PathBuf {
@@ -112,11 +108,7 @@ impl InProcess {
         let task = tokio::spawn(prepared.serve(listener, async move {
             let _ = stopped.await;
         }));
-        InProcess {
-            addr,
-            stop: Some(stop),
-            task: Some(task),
-        }
+        InProcess { addr, stop: Some(stop), task: Some(task) }
     }
 
     pub async fn stop(mut self) {
@@ -148,12 +140,7 @@ impl Process {
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(addr) = line.split("listen=").nth(1) {
-                    let _ = tx.send(
-                        addr.split_whitespace()
-                            .next()
-                            .unwrap_or_default()
-                            .to_string(),
-                    );
+                    let _ = tx.send(addr.split_whitespace().next().unwrap_or_default().to_string());
                 }
                 sink.lock().unwrap().push_str(&line);
                 sink.lock().unwrap().push('\n');
@@ -162,11 +149,7 @@ impl Process {
         let addr = rx
             .recv_timeout(Duration::from_secs(30))
             .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
-        Process {
-            child,
-            addr: addr.parse().unwrap(),
-            log,
-        }
+        Process { child, addr: addr.parse().unwrap(), log }
     }
 
     pub fn kill(&mut self) {
@@ -218,15 +201,8 @@ pub async fn post(client: &Endpoint, body: &[u8]) -> Answer {
 }
 
 pub async fn get(client: &Endpoint, path: &str, bearer: Option<&str>) -> Answer {
-    let headers = bearer
-        .map(|s| vec![("Authorization", format!("Bearer {s}"))])
-        .unwrap_or_default();
-    let request = Request {
-        method: "GET",
-        path,
-        headers,
-        body: None,
-    };
+    let headers = bearer.map(|s| vec![("Authorization", format!("Bearer {s}"))]).unwrap_or_default();
+    let request = Request { method: "GET", path, headers, body: None };
     client.send(&request).await.expect("the endpoint answers").0
 }
 
@@ -272,8 +248,7 @@ pub fn records(state: &Path) -> Vec<serde_json::Value> {
         }
         let bytes = std::fs::read(entry.path()).unwrap();
         out.push(
-            serde_json::from_slice(&bytes)
-                .unwrap_or_else(|e| panic!("{name} is not a whole record: {e}")),
+            serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{name} is not a whole record: {e}")),
         );
     }
     out
