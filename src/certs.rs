@@ -103,11 +103,9 @@ pub fn sign_bundle(root_key_pem: &str, issuing_cas: &[String], version: u64) -> 
         return Err(CertsError::Invalid("a bundle's version must be greater than 0".into()));
     }
     let root_key = KeyPair::from_pem(root_key_pem)?;
-    let issued =
-        OffsetDateTime::now_utc().replace_nanosecond(0).unwrap_or_else(|_| OffsetDateTime::now_utc());
     let payload = BundlePayload {
         version,
-        issued: Some(issued.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()),
+        issued: Some(crate::clock::now_rfc3339()),
         issuing_cas: issuing_cas.to_vec(),
     };
     let payload = serde_json::to_vec(&payload).expect("plain data serialises");
@@ -244,7 +242,7 @@ pub fn run(command: &crate::cli::CertsCommand) -> Result<String, CertsError> {
                     return Ok(format!(
                         "{} is valid until {}: not renewed",
                         crt.display(),
-                        rfc3339(not_after)
+                        crate::clock::unix_to_rfc3339(not_after)
                     ));
                 }
             }
@@ -296,13 +294,6 @@ fn read_minted(cert: &Path, key: &Path) -> Result<Minted, CertsError> {
 
 fn fingerprint(cert_pem: &str) -> Result<String, CertsError> {
     Ok(pki::sha256_hex(&pki::first_certificate(cert_pem.as_bytes(), "certificate")?))
-}
-
-fn rfc3339(unix: i64) -> String {
-    OffsetDateTime::from_unix_timestamp(unix)
-        .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
-        .unwrap_or_else(|| unix.to_string())
 }
 
 #[cfg(test)]

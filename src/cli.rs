@@ -45,9 +45,96 @@ pub enum Command {
     /// Run the endpoint on a development fleet, minted once under certs/, with a fresh example state.
     #[command(after_help = "Example:\n  cargo run --release -- demo")]
     Demo(DemoArgs),
+    /// Play a Janus node's self-registration, exactly as janusd does.
+    #[command(args_conflicts_with_subcommands = true)]
+    #[command(
+        after_help = "Examples:\n  janus-registration agent --user-data user-data.json --dir node/\n  janus-registration agent --dir node/ --once\n\nExit codes with --once: 0 admitted (or already registered), 2 pending, 1 failed, 3 protocol violation by the endpoint."
+    )]
+    Agent(AgentCommand),
     /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
     #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
     Healthcheck(HealthcheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentCommand {
+    #[command(subcommand)]
+    pub swarm: Option<AgentSubcommand>,
+    #[command(flatten)]
+    pub args: AgentArgs,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentSubcommand {
+    /// Many simulated nodes announcing and polling, for load: reports rates and latencies.
+    #[command(
+        after_help = "Example:\n  janus-registration agent swarm --addr 127.0.0.1:8443 --fleet-root fleet/root.crt --nodes 1000 --concurrency 32"
+    )]
+    Swarm(SwarmArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    /// The node's directory: address, ca.crt, fleet-root.crt, token, enrollment.json, registered, pki/, fleet/.
+    #[arg(long, default_value = "janus-node")]
+    pub dir: PathBuf,
+    /// A NoCloud user-data JSON that provisions the directory on first run.
+    #[arg(long)]
+    pub user_data: Option<PathBuf>,
+    /// The node CA to announce (PREFIX.crt); minted and kept in DIR/pki/ when absent.
+    #[arg(long)]
+    pub node_ca: Option<PathBuf>,
+    /// The hostname to announce (default: user-data network.hostname, else this machine's).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// The address to announce (default: the local address routing toward the endpoint, port 9505).
+    #[arg(long)]
+    pub advertise: Option<String>,
+    /// Do one step and exit with a code that says pending, admitted or failed.
+    #[arg(long)]
+    pub once: bool,
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    pub poll_every: Duration,
+    #[arg(long, value_parser = parse_duration, default_value = "1h")]
+    pub reannounce_after: Duration,
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    pub backoff_base: Duration,
+    #[arg(long, value_parser = parse_duration, default_value = "120s")]
+    pub backoff_cap: Duration,
+    /// Stop with an error when the endpoint asks for protocol 1 (409, or a 400 naming service_cert_pem).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pub fail_on_fallback: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct SwarmArgs {
+    /// The endpoint, host:port.
+    #[arg(long)]
+    pub addr: String,
+    /// The fleet root the nodes check the endpoint with (fleet mode, SNI controller.fleet.janus).
+    #[arg(long)]
+    pub fleet_root: PathBuf,
+    /// How many simulated nodes (each with its own CA, minted before timing starts).
+    #[arg(long, default_value_t = 100)]
+    pub nodes: usize,
+    /// Requests in flight at once.
+    #[arg(long, default_value_t = 16)]
+    pub concurrency: usize,
+    /// Polls each node makes after announcing.
+    #[arg(long, default_value_t = 5)]
+    pub polls: usize,
+    /// A file of registration tokens (whitespace-separated): node i announces with token i.
+    #[arg(long)]
+    pub tokens: Option<PathBuf>,
+    /// Approve every pending node by creating STATE/approved/<id> before polling.
+    #[arg(long)]
+    pub approve_in: Option<PathBuf>,
+    /// Only poll this path (e.g. /healthz) instead of announcing: the TLS ceiling.
+    #[arg(long)]
+    pub only_get: Option<String>,
+    /// Write the report as JSON here too.
+    #[arg(long)]
+    pub json: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -10,6 +10,7 @@
 //! - [`server`]: `serve`, the HTTPS endpoint.
 //! - [`agent`]: the node side: janusd's HTTPS client and registration loop.
 //! - [`certs`]: `certs`, minting fleets and certificates with rcgen.
+//! - [`clock`]: RFC 3339 and Go-style durations.
 //! - [`demo`]: `demo`, the embedded default on a development fleet.
 //! - [`healthcheck`]: `healthcheck`, the container's probe of `/healthz`.
 //! - [`shutdown`]: SIGINT/SIGTERM as one future.
@@ -17,6 +18,7 @@
 pub mod agent;
 pub mod certs;
 pub mod cli;
+pub mod clock;
 pub mod demo;
 pub mod healthcheck;
 pub mod pki;

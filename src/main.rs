@@ -4,14 +4,14 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use janus_registration::cli::{Cli, Command, LogFormat};
-use janus_registration::{certs, demo, healthcheck, server, shutdown};
+use janus_registration::cli::{AgentSubcommand, Cli, Command, LogFormat};
+use janus_registration::{agent, certs, demo, healthcheck, server, shutdown};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format, &cli.log_level);
     match run(cli) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(message) => {
             eprintln!("janus-registration: {message}");
             ExitCode::FAILURE
@@ -19,20 +19,27 @@ fn main() -> ExitCode {
     }
 }
 
-fn run(cli: Cli) -> Result<(), String> {
+fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
-        Command::Serve(args) => serve(args.config(), &args.listen, None),
+        Command::Serve(args) => serve(args.config(), &args.listen, None).map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => {
             let demo = demo::prepare(&args.dir, &args.listen).map_err(|e| e.to_string())?;
-            serve(demo.config, &args.listen, Some(demo.instructions))
+            serve(demo.config, &args.listen, Some(demo.instructions)).map(|()| ExitCode::SUCCESS)
         }
+        Command::Agent(command) => match &command.swarm {
+            Some(AgentSubcommand::Swarm(args)) => {
+                println!("{}", runtime()?.block_on(agent::swarm::run_cli(args))?);
+                Ok(ExitCode::SUCCESS)
+            }
+            None => runtime()?.block_on(agent::run_cli(&command.args)).map(ExitCode::from),
+        },
         Command::Healthcheck(args) => {
             println!("{}", runtime()?.block_on(healthcheck::check(&args.addr))?);
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
         Command::Certs(command) => {
             println!("{}", certs::run(&command).map_err(|e| e.to_string())?);
-            Ok(())
+            Ok(ExitCode::SUCCESS)
         }
     }
 }

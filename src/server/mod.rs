@@ -109,7 +109,7 @@ pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
     tracing::info!(
         fleet_root_sha256 = %fleet.root_sha256,
         bundle_version = fleet.bundle_version,
-        cert_not_after = %unix_to_rfc3339(identity.not_after),
+        cert_not_after = %crate::clock::unix_to_rfc3339(identity.not_after),
         state = %config.state.display(),
         "fleet and certificate loaded"
     );
@@ -172,11 +172,4 @@ impl Prepared {
         tracing::info!(listen = %local, "serving");
         server.serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>()).await
     }
-}
-
-fn unix_to_rfc3339(secs: i64) -> String {
-    time::OffsetDateTime::from_unix_timestamp(secs)
-        .ok()
-        .and_then(|t| t.format(&time::format_description::well_known::Rfc3339).ok())
-        .unwrap_or_else(|| secs.to_string())
 }

@@ -62,7 +62,7 @@ fn admit_or_hold(
         admitted,
         poll_secret_sha256: sha256_hex(announcement.poll_secret.as_bytes()),
         ca_sha256: Some(announcement.ca_sha256),
-        announced_at: Some(now_rfc3339()),
+        announced_at: Some(crate::clock::now_rfc3339()),
         peer_address: Some(peer.to_string()),
         admitted_by: admitted.then(|| "token".to_string()),
         extra: Default::default(),
@@ -169,10 +169,4 @@ fn truncate(s: &str, max: usize) -> &str {
         Some((i, _)) => &s[..i],
         None => s,
     }
-}
-
-pub fn now_rfc3339() -> String {
-    let now = time::OffsetDateTime::now_utc();
-    let now = now.replace_nanosecond(0).unwrap_or(now);
-    now.format(&time::format_description::well_known::Rfc3339).unwrap_or_default()
 }

@@ -1,0 +1,235 @@
+//! `agent swarm`: many simulated nodes against one endpoint, for load. Each
+//! node has its own CA (minted before the clock starts) and behaves as a node
+//! does on the wire: a new TLS connection per request, fleet-mode checks,
+//! the same body and headers. It reports rates, latency percentiles and errors.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+use super::http::{Endpoint, Request};
+use crate::protocol::{AnnounceAnswer, AnnounceRequest, PROTOCOL};
+
+#[derive(Debug, Clone)]
+pub struct SwarmConfig {
+    pub addr: String,
+    pub fleet_root_pem: Vec<u8>,
+    pub nodes: usize,
+    pub concurrency: usize,
+    pub polls: usize,
+    pub tokens: Vec<String>,
+    pub approve_in: Option<PathBuf>,
+    pub only_get: Option<String>,
+}
+
+/// One phase's figures.
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Phase {
+    pub requests: usize,
+    pub seconds: f64,
+    pub per_second: f64,
+    pub p50_ms: f64,
+    pub p90_ms: f64,
+    pub p99_ms: f64,
+    pub max_ms: f64,
+    /// Answers by status, and transport errors as "error".
+    pub outcomes: BTreeMap<String, usize>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+pub struct Report {
+    pub announce: Option<Phase>,
+    pub poll: Option<Phase>,
+    pub admitted_in_answer: usize,
+}
+
+impl Report {
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        for (name, phase) in [("announce", &self.announce), ("poll", &self.poll)] {
+            if let Some(p) = phase {
+                out.push_str(&format!(
+                    "{name:<9} {:>7} requests in {:>7.2}s = {:>9.1}/s  p50 {:>7.2}ms  p90 {:>7.2}ms  p99 {:>7.2}ms  max {:>7.2}ms  {:?}\n",
+                    p.requests, p.seconds, p.per_second, p.p50_ms, p.p90_ms, p.p99_ms, p.max_ms, p.outcomes
+                ));
+            }
+        }
+        out
+    }
+}
+
+struct Sample {
+    latency: Duration,
+    outcome: String,
+    body: Vec<u8>,
+}
+
+/// Runs `count` requests, `concurrency` at a time; `make(i)` builds request i.
+async fn drive<F>(
+    endpoint: &Endpoint,
+    count: usize,
+    concurrency: usize,
+    make: F,
+) -> (Phase, Vec<Option<Sample>>)
+where
+    F: Fn(usize) -> (String, Vec<(&'static str, String)>, Option<Vec<u8>>) + Send + Sync + 'static,
+{
+    let make = Arc::new(make);
+    let next = Arc::new(AtomicUsize::new(0));
+    let started = Instant::now();
+    let workers: Vec<_> = (0..concurrency.max(1))
+        .map(|_| {
+            let (endpoint, make, next) = (endpoint.clone(), make.clone(), next.clone());
+            tokio::spawn(async move {
+                let mut done = Vec::new();
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    if i >= count {
+                        return done;
+                    }
+                    let (path, headers, body) = make(i);
+                    let method = if body.is_some() { "POST" } else { "GET" };
+                    let request = Request { method, path: &path, headers, body: body.as_deref() };
+                    let t = Instant::now();
+                    let sample = match endpoint.send(&request).await {
+                        Ok((answer, _)) => Sample {
+                            latency: t.elapsed(),
+                            outcome: answer.status.to_string(),
+                            body: answer.body,
+                        },
+                        Err(_) => Sample { latency: t.elapsed(), outcome: "error".into(), body: vec![] },
+                    };
+                    done.push((i, sample));
+                }
+            })
+        })
+        .collect();
+    let mut samples: Vec<Option<Sample>> = (0..count).map(|_| None).collect();
+    for worker in workers {
+        for (i, sample) in worker.await.unwrap_or_default() {
+            samples[i] = Some(sample);
+        }
+    }
+    let seconds = started.elapsed().as_secs_f64();
+    let mut latencies: Vec<f64> = samples.iter().flatten().map(|s| s.latency.as_secs_f64() * 1e3).collect();
+    latencies.sort_by(f64::total_cmp);
+    let pct = |p: f64| {
+        latencies
+            .get(((latencies.len() as f64 * p) as usize).min(latencies.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let mut outcomes = BTreeMap::new();
+    for s in samples.iter().flatten() {
+        *outcomes.entry(s.outcome.clone()).or_insert(0) += 1;
+    }
+    let phase = Phase {
+        requests: count,
+        seconds,
+        per_second: count as f64 / seconds.max(1e-9),
+        p50_ms: pct(0.50),
+        p90_ms: pct(0.90),
+        p99_ms: pct(0.99),
+        max_ms: latencies.last().copied().unwrap_or(0.0),
+        outcomes,
+    };
+    (phase, samples)
+}
+
+pub async fn run(config: SwarmConfig) -> Result<Report, String> {
+    let endpoint = Endpoint::new(&config.addr, &config.fleet_root_pem, b"").map_err(|e| e.to_string())?;
+    let total_polls = config.nodes * config.polls;
+    if let Some(path) = config.only_get.clone() {
+        let (poll, _) =
+            drive(&endpoint, total_polls, config.concurrency, move |_| (path.clone(), vec![], None)).await;
+        return Ok(Report { poll: Some(poll), ..Default::default() });
+    }
+    // Minted before the clock starts: CA generation is the node's, not the endpoint's, cost.
+    let bodies: Vec<(Vec<u8>, String)> = (0..config.nodes)
+        .map(|i| {
+            let name = format!("swarm-{i}");
+            let ca = crate::certs::mint_node_ca(&name).map_err(|e| e.to_string())?;
+            let secret = crate::pki::hex(&rand::random::<[u8; 32]>());
+            let request = AnnounceRequest {
+                protocol: PROTOCOL,
+                name,
+                address: format!("10.{}.{}.{}:9505", (i >> 16) & 255, (i >> 8) & 255, i & 255),
+                ca_cert_pem: ca.cert_pem,
+                registration_token: config.tokens.get(i).cloned().unwrap_or_default(),
+                poll_secret: secret.clone(),
+            };
+            Ok((request.to_go_json(), secret))
+        })
+        .collect::<Result<_, String>>()?;
+    let bodies = Arc::new(bodies);
+    let for_announce = bodies.clone();
+    let (announce, samples) = drive(&endpoint, config.nodes, config.concurrency, move |i| {
+        (
+            "/register".into(),
+            vec![("Content-Type", "application/json".into())],
+            Some(for_announce[i].0.clone()),
+        )
+    })
+    .await;
+    let mut enrolled = Vec::new();
+    let mut admitted_in_answer = 0;
+    for (i, sample) in samples.into_iter().enumerate() {
+        let Some(answer) = sample.and_then(|s| serde_json::from_slice::<AnnounceAnswer>(&s.body).ok()) else {
+            continue;
+        };
+        admitted_in_answer += usize::from(answer.admitted);
+        if let Some(state) = &config.approve_in
+            && !answer.admitted
+            && let Some(id) = crate::store::NodeId::parse(&answer.id)
+        {
+            std::fs::write(state.join("approved").join(id.as_str()), b"").map_err(|e| e.to_string())?;
+        }
+        enrolled.push((answer.id, bodies[i].1.clone()));
+    }
+    let mut report = Report { announce: Some(announce), admitted_in_answer, ..Default::default() };
+    if !enrolled.is_empty() && config.polls > 0 {
+        let enrolled = Arc::new(enrolled);
+        let count = enrolled.len() * config.polls;
+        let (poll, _) = drive(&endpoint, count, config.concurrency, move |i| {
+            let (id, secret) = &enrolled[i % enrolled.len()];
+            (format!("/register/{id}"), vec![("Authorization", format!("Bearer {secret}"))], None)
+        })
+        .await;
+        report.poll = Some(poll);
+    }
+    Ok(report)
+}
+
+/// The `agent swarm` command.
+pub async fn run_cli(args: &crate::cli::SwarmArgs) -> Result<String, String> {
+    let fleet_root_pem =
+        std::fs::read(&args.fleet_root).map_err(|e| format!("{}: {e}", args.fleet_root.display()))?;
+    let tokens = match &args.tokens {
+        Some(path) => std::fs::read_to_string(path)
+            .map_err(|e| format!("{}: {e}", path.display()))?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect(),
+        None => vec![],
+    };
+    let report = run(SwarmConfig {
+        addr: args.addr.clone(),
+        fleet_root_pem,
+        nodes: args.nodes,
+        concurrency: args.concurrency,
+        polls: args.polls,
+        tokens,
+        approve_in: args.approve_in.clone(),
+        only_get: args.only_get.clone(),
+    })
+    .await?;
+    if let Some(path) = &args.json {
+        let json = serde_json::to_vec_pretty(&report).expect("plain data serialises");
+        std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(report.text())
+}

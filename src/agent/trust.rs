@@ -1,0 +1,134 @@
+//! Applying the fleet's trust as janusd does (`CheckTrust`, then `Fleet.Set`,
+//! janus-node-side.md §4.2): all checks first, then durable writes, so a
+//! refused trust leaves nothing behind and is retried whole.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD as BASE64;
+
+use super::node::{NodeDir, NodeError};
+use crate::pki::{self, SignedBundle};
+use crate::protocol::Trust;
+use crate::store::atomic::{ensure_private_dir, write_atomic};
+
+/// What was applied: the root's common name and the bundle version.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub root_cn: String,
+    pub version: u64,
+}
+
+/// Checks `trust` against what the node was provisioned with and already
+/// trusts, then writes `fleet/root.crt` and the canonical `fleet/bundle.json`.
+pub fn apply(node: &NodeDir, provisioned_root: &[u8], trust: &Trust) -> Result<Applied, NodeError> {
+    let refuse = |m: String| NodeError::Invalid(m);
+    let root_der = pki::first_certificate(trust.root_cert.as_bytes(), "root_cert")
+        .map_err(|_| refuse("the fleet root isn't a self-signed CA".into()))?;
+    if !provisioned_root.is_empty() {
+        let want =
+            pki::first_certificate(provisioned_root, "fleet-root.crt").map_err(|e| refuse(e.to_string()))?;
+        if want != root_der {
+            return Err(refuse(
+                "the Controller hands the trust of another fleet than the one this node was provisioned with"
+                    .into(),
+            ));
+        }
+    }
+    pki::check_self_signed_ca(&root_der, "root_cert")
+        .map_err(|_| refuse("the fleet root isn't a self-signed CA".into()))?;
+    let fleet_dir = node.path("fleet");
+    let pinned_path = fleet_dir.join("root.crt");
+    let pinned = std::fs::read(&pinned_path).ok();
+    if let Some(pinned) = &pinned {
+        let pinned_der =
+            pki::first_certificate(pinned, "fleet/root.crt").map_err(|e| refuse(e.to_string()))?;
+        if pinned_der != root_der {
+            return Err(refuse(
+                "the Controller hands another fleet root than the one this node trusts".into(),
+            ));
+        }
+    }
+    let bundle = BASE64.decode(trust.bundle.as_bytes()).map_err(|_| refuse("no bundle".into()))?;
+    if bundle.is_empty() {
+        return Err(refuse("no bundle".into()));
+    }
+    let payload = pki::verify_bundle(&root_der, &bundle).map_err(|e| refuse(e.to_string()))?;
+    let canonical = canonical(&bundle)?;
+    let bundle_path = fleet_dir.join("bundle.json");
+    if let Ok(current) = std::fs::read(&bundle_path) {
+        let have = pki::verify_bundle(&root_der, &current).map_err(|e| refuse(e.to_string()))?.version;
+        if payload.version < have {
+            return Err(refuse(format!("the node already has a newer bundle, version {have}")));
+        }
+        if payload.version == have && canonical != current {
+            return Err(refuse(format!("the node already has another bundle version {have}")));
+        }
+    }
+    let root_cn = pki::parse(&root_der, "root_cert")
+        .ok()
+        .and_then(|c| {
+            c.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok().map(str::to_string))
+        })
+        .unwrap_or_default();
+    ensure_private_dir(&fleet_dir)?;
+    if pinned.is_none() {
+        write_atomic(&pinned_path, trust.root_cert.as_bytes(), 0o644)?;
+    }
+    write_atomic(&bundle_path, &canonical, 0o644)?;
+    Ok(Applied { root_cn, version: payload.version })
+}
+
+/// Go's `json.Marshal(SignedBundle)`: compact `{"payload","signature"}`.
+fn canonical(bundle: &[u8]) -> Result<Vec<u8>, NodeError> {
+    let signed: SignedBundle =
+        serde_json::from_slice(bundle).map_err(|e| NodeError::Invalid(format!("the bundle: {e}")))?;
+    Ok(serde_json::to_vec(&signed).expect("strings serialise"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::certs;
+
+    fn trust_of(fleet: &certs::FleetMaterial) -> Trust {
+        Trust { root_cert: fleet.root.cert_pem.clone(), bundle: BASE64.encode(&fleet.bundle_json) }
+    }
+
+    #[test]
+    fn applies_once_and_follows_the_version_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeDir::open(dir.path()).unwrap();
+        let fleet = certs::mint_fleet("F", 2).unwrap();
+        let root = fleet.root.cert_pem.as_bytes();
+        let applied = apply(&node, root, &trust_of(&fleet)).unwrap();
+        assert_eq!((applied.version, applied.root_cn.as_str()), (2, "F root"));
+        let stored = std::fs::read(node.path("fleet/bundle.json")).unwrap();
+        assert!(stored.starts_with(b"{\"payload\":\"") && !stored.contains(&b'\n'), "canonical and compact");
+        // The same bundle again is a no-op success (a node that lost power mid-apply).
+        apply(&node, root, &trust_of(&fleet)).unwrap();
+        // An older one is refused; a different one of the same version too.
+        let older = certs::sign_bundle(&fleet.root.key_pem, std::slice::from_ref(&fleet.issuing.cert_pem), 1)
+            .unwrap();
+        let older = Trust { bundle: BASE64.encode(&older), ..trust_of(&fleet) };
+        assert!(apply(&node, root, &older).unwrap_err().to_string().contains("newer bundle"));
+        let newer = certs::sign_bundle(&fleet.root.key_pem, std::slice::from_ref(&fleet.issuing.cert_pem), 3)
+            .unwrap();
+        let newer = Trust { bundle: BASE64.encode(&newer), ..trust_of(&fleet) };
+        assert_eq!(apply(&node, root, &newer).unwrap().version, 3);
+    }
+
+    #[test]
+    fn another_fleet_is_refused_and_nothing_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeDir::open(dir.path()).unwrap();
+        let ours = certs::mint_fleet("Ours", 1).unwrap();
+        let theirs = certs::mint_fleet("Theirs", 1).unwrap();
+        let err = apply(&node, ours.root.cert_pem.as_bytes(), &trust_of(&theirs)).unwrap_err();
+        assert!(err.to_string().contains("another fleet"), "{err}");
+        assert!(!node.path("fleet").exists());
+        // A root that is not a CA.
+        let leaf = certs::mint_controller(&ours.issuing, 1, &[]).unwrap();
+        let not_ca = Trust { root_cert: leaf.cert_pem, ..trust_of(&ours) };
+        assert!(apply(&node, b"", &not_ca).unwrap_err().to_string().contains("self-signed CA"));
+        assert!(!node.path("fleet").exists());
+    }
+}

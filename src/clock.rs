@@ -1,0 +1,48 @@
+//! Time as this crate writes it: RFC 3339, UTC, whole seconds.
+
+use time::OffsetDateTime;
+use time::format_description::well_known::Rfc3339;
+
+pub fn now_rfc3339() -> String {
+    format(OffsetDateTime::now_utc())
+}
+
+pub fn unix_to_rfc3339(secs: i64) -> String {
+    OffsetDateTime::from_unix_timestamp(secs).map(format).unwrap_or_else(|_| secs.to_string())
+}
+
+fn format(t: OffsetDateTime) -> String {
+    let t = t.replace_nanosecond(0).unwrap_or(t);
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
+/// A duration as Go prints one (`5s`, `2m0s`, `1h0m0s`, `250ms`): the node's log lines use it.
+pub fn go_duration(d: std::time::Duration) -> String {
+    let total = d.as_secs();
+    if total == 0 {
+        return if d.is_zero() { "0s".into() } else { format!("{}ms", d.as_millis()) };
+    }
+    let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
+    let frac = d.subsec_millis();
+    let secs = if frac == 0 { format!("{s}s") } else { format!("{s}.{frac:03}s").replace("0s", "s") };
+    match (h, m) {
+        (0, 0) => secs,
+        (0, m) => format!("{m}m{secs}"),
+        (h, m) => format!("{h}h{m}m{secs}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(go_duration(Duration::from_secs(5)), "5s");
+        assert_eq!(go_duration(Duration::from_secs(120)), "2m0s");
+        assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
+        assert_eq!(go_duration(Duration::from_secs(80)), "1m20s");
+        assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
+    }
+}
