@@ -50,7 +50,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  janus-registration agent --user-data user-data.json --dir node/\n  janus-registration agent --dir node/ --once\n\nExit codes with --once: 0 admitted (or already registered), 2 pending, 1 failed, 3 protocol violation by the endpoint."
     )]
-    Agent(AgentCommand),
+    Agent(Box<AgentCommand>),
     /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
     #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
     Healthcheck(HealthcheckArgs),

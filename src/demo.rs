@@ -64,11 +64,24 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
     let state = dir.join("demo-state");
     lay_out_example_state(&state)?;
 
+    // A node's NoCloud user-data for this endpoint, as user-data.sh announce writes it.
+    let root_pem = read(&fleet_dir.join("root.crt"))?;
+    let user_data = serde_json::json!({
+        "controller_address": listen,
+        "controller_ca_cert": root_pem,
+        "controller_fleet_root_cert": root_pem,
+        "network": {"hostname": "demo-agent"},
+    });
+    let user_data_path = certs_dir.join("demo-user-data.json");
+    write_atomic(&user_data_path, user_data.to_string().as_bytes(), 0o644)?;
+
     let port = listen.rsplit_once(':').map_or("8443", |(_, p)| p);
     let instructions = instructions(&Paths {
         root: fleet_dir.join("root.crt"),
         state: state.clone(),
         announce: announce_path,
+        user_data: user_data_path,
+        node_dir: dir.join("demo-node"),
         port: port.to_string(),
         secret,
         console: certs::console_line(&node_ca_pem)?,
@@ -104,6 +117,8 @@ struct Paths {
     root: PathBuf,
     state: PathBuf,
     announce: PathBuf,
+    user_data: PathBuf,
+    node_dir: PathBuf,
     port: String,
     secret: String,
     console: String,
@@ -127,6 +142,9 @@ fn instructions(p: &Paths) -> String {
 
 The endpoint serves {url}/register (state: {state}).
 
+Rehearse a node with the agent (it announces, then polls every 15 s until approved):
+  cargo run --release -- agent --user-data {user_data} --dir {node_dir}
+
 Announce a node (its CA's console line: {console}):
   {curl} -sS {url}/register -H 'Content-Type: application/json' --data-binary @{announce}
 
@@ -145,6 +163,8 @@ Poll as the node does (202 pending, 200 with the trust once approved):
 The example node {EXAMPLE_NODE_ID} polls with: -H 'Authorization: Bearer {EXAMPLE_POLL_SECRET}'
 ",
         announce = p.announce.display(),
+        user_data = p.user_data.display(),
+        node_dir = p.node_dir.display(),
         console = p.console,
         secret = p.secret,
     )

@@ -361,46 +361,6 @@ pub fn system_hostname() -> String {
         .unwrap_or_else(|| "janus".to_string())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn retry_delays_are_janusds() {
-        let t = Timings::default();
-        let got: Vec<u64> = (0..8).map(|a| t.retry_delay(a).as_secs()).collect();
-        assert_eq!(got, [5, 10, 20, 40, 80, 120, 120, 120]);
-    }
-
-    #[test]
-    fn advertise_address_uses_the_node_port() {
-        let a = detect_advertise_address("127.0.0.1:8443").unwrap();
-        assert_eq!(a, "127.0.0.1:9505");
-        let v6 = detect_advertise_address("[::1]:8443");
-        if let Ok(v6) = v6 {
-            assert_eq!(v6, "[::1]:9505");
-        }
-    }
-
-    #[test]
-    fn enrollments_parse_as_go_would() {
-        let answer = |body: &str| Answer { status: 201, body: body.as_bytes().to_vec() };
-        assert!(parse_enrollment(&answer(r#"{"id":"x","admitted":false}"#)).is_some());
-        assert!(parse_enrollment(&answer(r#"{"id":"x"}"#)).is_some());
-        assert!(parse_enrollment(&answer(r#"{"id":"","admitted":false}"#)).is_none());
-        assert!(parse_enrollment(&answer(r#"{"id":"x","admitted":"true"}"#)).is_none());
-        assert!(
-            parse_enrollment(&answer(
-                r#"{"id":"x","admitted":true,"trust":{"root_cert":"r","bundle":"%%"}}"#
-            ))
-            .is_none()
-        );
-        assert!(parse_enrollment(&answer("not json")).is_none());
-        let (_, trust) = parse_enrollment(&answer(r#"{"id":"x","admitted":true}"#)).unwrap();
-        assert!(trust.is_none(), "admitted without trust waits");
-    }
-}
-
 /// `--once` exit codes.
 pub const EXIT_ADMITTED: u8 = 0;
 pub const EXIT_FAILED: u8 = 1;
@@ -449,5 +409,45 @@ pub async fn run_cli(args: &crate::cli::AgentArgs) -> Result<u8, String> {
             agent.config.console.say(&format!("selfregister: {why}"));
             Ok(EXIT_PROTOCOL_VIOLATION)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_are_janusds() {
+        let t = Timings::default();
+        let got: Vec<u64> = (0..8).map(|a| t.retry_delay(a).as_secs()).collect();
+        assert_eq!(got, [5, 10, 20, 40, 80, 120, 120, 120]);
+    }
+
+    #[test]
+    fn advertise_address_uses_the_node_port() {
+        let a = detect_advertise_address("127.0.0.1:8443").unwrap();
+        assert_eq!(a, "127.0.0.1:9505");
+        let v6 = detect_advertise_address("[::1]:8443");
+        if let Ok(v6) = v6 {
+            assert_eq!(v6, "[::1]:9505");
+        }
+    }
+
+    #[test]
+    fn enrollments_parse_as_go_would() {
+        let answer = |body: &str| Answer { status: 201, body: body.as_bytes().to_vec() };
+        assert!(parse_enrollment(&answer(r#"{"id":"x","admitted":false}"#)).is_some());
+        assert!(parse_enrollment(&answer(r#"{"id":"x"}"#)).is_some());
+        assert!(parse_enrollment(&answer(r#"{"id":"","admitted":false}"#)).is_none());
+        assert!(parse_enrollment(&answer(r#"{"id":"x","admitted":"true"}"#)).is_none());
+        assert!(
+            parse_enrollment(&answer(
+                r#"{"id":"x","admitted":true,"trust":{"root_cert":"r","bundle":"%%"}}"#
+            ))
+            .is_none()
+        );
+        assert!(parse_enrollment(&answer("not json")).is_none());
+        let (_, trust) = parse_enrollment(&answer(r#"{"id":"x","admitted":true}"#)).unwrap();
+        assert!(trust.is_none(), "admitted without trust waits");
     }
 }

@@ -101,8 +101,12 @@ pub struct InProcess {
 
 impl InProcess {
     pub async fn start(config: ServeConfig) -> Self {
+        Self::start_on(config, "127.0.0.1:0".parse().unwrap()).await
+    }
+
+    pub async fn start_on(config: ServeConfig, addr: SocketAddr) -> Self {
         let prepared = server::prepare(config).expect("startup checks pass");
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let listener = std::net::TcpListener::bind(addr).unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(prepared.serve(listener, async move {
@@ -252,4 +256,103 @@ pub fn records(state: &Path) -> Vec<serde_json::Value> {
         );
     }
     out
+}
+
+/// A stand-in endpoint over real TLS that answers what a test tells it to:
+/// for answers our own server would never give (409, bad bundles, 500).
+pub struct FakeEndpoint {
+    pub addr: SocketAddr,
+    pub post: Arc<Mutex<(u16, String)>>,
+    pub get: Arc<Mutex<(u16, String)>>,
+    pub posts: Arc<Mutex<Vec<String>>>,
+    handle: axum_server::Handle<SocketAddr>,
+}
+
+impl FakeEndpoint {
+    pub async fn start(fx: &Fixture) -> Self {
+        use axum::extract::State;
+        use axum::http::{Method, StatusCode};
+        type Shared = (Arc<Mutex<(u16, String)>>, Arc<Mutex<(u16, String)>>, Arc<Mutex<Vec<String>>>);
+        let post = Arc::new(Mutex::new((500, "{}".to_string())));
+        let get = Arc::new(Mutex::new((202, String::new())));
+        let posts = Arc::new(Mutex::new(Vec::new()));
+        let provider = janus_registration::server::tls::provider();
+        let identity =
+            janus_registration::pki::ServedIdentity::load(&fx.cert(), &fx.key(), &provider).unwrap();
+        let cert = Arc::new(janus_registration::server::tls::CurrentCert::new(identity.certified));
+        let tls = janus_registration::server::tls::server_config(cert).unwrap();
+        let shared: Shared = (post.clone(), get.clone(), posts.clone());
+        let app = axum::Router::new()
+            .fallback(|State(s): State<Shared>, method: Method, body: String| async move {
+                let (status, text) = if method == Method::POST {
+                    s.2.lock().unwrap().push(body);
+                    s.0.lock().unwrap().clone()
+                } else {
+                    s.1.lock().unwrap().clone()
+                };
+                (StatusCode::from_u16(status).unwrap(), text)
+            })
+            .with_state(shared);
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.set_nonblocking(true).unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = axum_server::Handle::new();
+        let acceptor = axum_server::tls_rustls::RustlsAcceptor::new(
+            axum_server::tls_rustls::RustlsConfig::from_config(Arc::new(tls)),
+        );
+        let server = axum_server::from_tcp(listener).unwrap().acceptor(acceptor).handle(handle.clone());
+        tokio::spawn(server.serve(app.into_make_service()));
+        FakeEndpoint { addr, post, get, posts, handle }
+    }
+
+    pub fn answer_post(&self, status: u16, body: &str) {
+        *self.post.lock().unwrap() = (status, body.to_string());
+    }
+
+    pub fn answer_get(&self, status: u16, body: &str) {
+        *self.get.lock().unwrap() = (status, body.to_string());
+    }
+}
+
+impl Drop for FakeEndpoint {
+    fn drop(&mut self) {
+        self.handle.shutdown();
+    }
+}
+
+/// A node directory provisioned as `user-data.sh announce` provisions it:
+/// `ca.crt` and `fleet-root.crt` both the fleet's root.
+pub fn provision_node(dir: &Path, addr: SocketAddr, fleet_root: &str, ca: &str, token: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::write(dir.join("address"), addr.to_string()).unwrap();
+    std::fs::write(dir.join("ca.crt"), ca).unwrap();
+    std::fs::write(dir.join("fleet-root.crt"), fleet_root).unwrap();
+    if !token.is_empty() {
+        std::fs::write(dir.join("token"), token).unwrap();
+    }
+}
+
+/// An agent for `dir` with timings short enough for tests.
+pub fn agent_config(dir: &Path) -> (janus_registration::agent::AgentConfig, Arc<Mutex<Vec<String>>>) {
+    use janus_registration::agent::{AgentConfig, Console, Timings};
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let config = AgentConfig {
+        dir: dir.to_path_buf(),
+        node_ca: None,
+        hostname: "edge-test".into(),
+        advertise: None,
+        timings: Timings {
+            poll_every: Duration::from_millis(50),
+            reannounce_after: Duration::from_millis(100),
+            backoff_base: Duration::from_millis(20),
+            backoff_cap: Duration::from_millis(200),
+        },
+        fail_on_fallback: true,
+        console: Console::Capture(lines.clone()),
+    };
+    (config, lines)
+}
+
+pub fn said(lines: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
+    lines.lock().unwrap().iter().any(|l| l.contains(needle))
 }

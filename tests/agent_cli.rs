@@ -1,0 +1,83 @@
+//! The `agent` and `agent swarm` commands as a user runs them.
+
+mod common;
+
+use std::process::Command;
+
+use common::*;
+
+#[test]
+fn agent_from_user_data_exits_pending_then_admitted() {
+    let fx = Fixture::new();
+    let server = Process::start(&fx.serve_args());
+    let root = &fx.fleet.root.cert_pem;
+    let user_data = serde_json::json!({
+        "controller_address": server.addr.to_string(), "controller_ca_cert": root,
+        "controller_fleet_root_cert": root, "registration_token": "not-a-token",
+        "network": {"hostname": "edge-3"},
+    });
+    let ud = fx.dir.path().join("user-data.json");
+    std::fs::write(&ud, user_data.to_string()).unwrap();
+    let node = fx.dir.path().join("node");
+    let agent = |extra: &[&str]| {
+        Command::new(BIN)
+            .args(["agent", "--dir", node.to_str().unwrap(), "--user-data", ud.to_str().unwrap(), "--once"])
+            .args(extra)
+            .output()
+            .unwrap()
+    };
+    let first = agent(&[]);
+    let stdout = String::from_utf8_lossy(&first.stdout).to_string();
+    assert_eq!(first.status.code(), Some(2), "pending: {stdout}");
+    assert!(stdout.contains("pki: this node's CA: SHA-256 "), "{stdout}");
+    assert!(stdout.contains("as edge-3 ("), "{stdout}");
+    assert!(!node.join("token").exists());
+
+    let id = records(&fx.state())[0]["id"].as_str().unwrap().to_string();
+    std::fs::write(fx.state().join("approved").join(&id), b"").unwrap();
+    let second = agent(&[]);
+    assert_eq!(second.status.code(), Some(0), "{}", String::from_utf8_lossy(&second.stdout));
+    assert!(node.join("registered").exists());
+    // The user-data does not provision a second time: the dropped token stays dropped.
+    assert!(!node.join("token").exists());
+
+    let bad = fx.dir.path().join("bad.json");
+    std::fs::write(&bad, r#"{"registration_token":"t"}"#).unwrap();
+    let refused = Command::new(BIN)
+        .args([
+            "agent",
+            "--dir",
+            fx.dir.path().join("n2").to_str().unwrap(),
+            "--user-data",
+            bad.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&refused.stderr).contains("registration_token needs controller_address"));
+}
+
+#[test]
+fn swarm_reports_rates_and_writes_json() {
+    let fx = Fixture::new();
+    fx.write_tokens("s1 s2 s3\n");
+    let server = Process::start(&fx.serve_args());
+    let tokens = fx.dir.path().join("swarm-tokens");
+    std::fs::write(&tokens, "s1\ns2\ns3\n").unwrap();
+    let json = fx.dir.path().join("report.json");
+    let root = fx.fleet_dir().join("root.crt");
+    let output = Command::new(BIN)
+        .args(["agent", "swarm", "--addr", &server.addr.to_string(), "--fleet-root", root.to_str().unwrap()])
+        .args(["--nodes", "12", "--concurrency", "4", "--polls", "2", "--tokens", tokens.to_str().unwrap()])
+        .args(["--approve-in", fx.state().to_str().unwrap(), "--json", json.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    assert!(stdout.contains("announce") && stdout.contains("poll"), "{stdout}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["announce"]["outcomes"]["201"], 12);
+    assert_eq!(report["admitted_in_answer"], 3);
+    assert_eq!(report["poll"]["outcomes"]["200"], 24, "every node approved or admitted gets its trust");
+    assert_eq!(fx.tokens(), "");
+}
