@@ -249,12 +249,15 @@ pub struct NodeCaArgs {
     pub out: PathBuf,
 }
 
-/// `90s`, `15m`, `12h`, `10d`, or plain seconds.
+/// `250ms`, `90s`, `15m`, `12h`, `10d`, or plain seconds.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
     let n: u64 =
         digits.parse().map_err(|_| format!("{s:?} is not a duration such as 90s, 15m, 12h or 10d"))?;
+    if unit == "ms" {
+        return Ok(Duration::from_millis(n));
+    }
     let secs = match unit {
         "" | "s" => n,
         "m" => n * 60,
@@ -265,4 +268,24 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
         }
     };
     Ok(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_duration("10d"), Ok(Duration::from_secs(864000)));
+        assert!(parse_duration("ten").is_err() && parse_duration("5y").is_err());
+    }
+
+    #[test]
+    fn the_cli_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
 }
