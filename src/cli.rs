@@ -7,6 +7,8 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::server::limits::LimitsConfig;
+use crate::server::policy::PolicyConfig;
 use crate::server::{DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, ServeConfig};
 
 #[derive(Debug, Parser)]
@@ -177,17 +179,54 @@ pub struct ServeArgs {
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "JANUS_REGISTRATION_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
+    /// Announcements one source address may make at once...
+    #[arg(long, env = "JANUS_REGISTRATION_RATE_BURST", default_value_t = 10)]
+    pub rate_burst: u32,
+    /// ...then one per this interval (429 with Retry-After beyond).
+    #[arg(long, env = "JANUS_REGISTRATION_RATE_EVERY", value_parser = parse_duration, default_value = "6s")]
+    pub rate_every: Duration,
+    /// Pending records beyond which tokenless announcements get 503.
+    #[arg(long, env = "JANUS_REGISTRATION_MAX_PENDING", default_value_t = 5000)]
+    pub max_pending: usize,
+    /// Pending records older than this are forgotten (the node announces again after its next 404).
+    #[arg(long, env = "JANUS_REGISTRATION_PENDING_MAX_AGE", value_parser = parse_duration, default_value = "7d")]
+    pub pending_max_age: Duration,
+    /// A program that decides on tokenless announcements: the record as JSON on stdin; exit 0 admits, 1 leaves pending.
+    #[arg(long, env = "JANUS_REGISTRATION_ADMISSION_COMMAND")]
+    pub admission_command: Option<PathBuf>,
+    /// How long the admission command may run.
+    #[arg(long, env = "JANUS_REGISTRATION_ADMISSION_TIMEOUT", value_parser = parse_duration, default_value = "10s")]
+    pub admission_timeout: Duration,
+    /// How many admission commands may run at once.
+    #[arg(long, env = "JANUS_REGISTRATION_ADMISSION_CONCURRENCY", default_value_t = 4)]
+    pub admission_concurrency: usize,
+    /// How often the fleet and certificate files are checked for changes, besides watch events.
+    #[arg(long, env = "JANUS_REGISTRATION_RELOAD_EVERY", value_parser = parse_duration, default_value = "5s")]
+    pub reload_every: Duration,
+    /// How often pending records are counted and expired records and tokens dropped.
+    #[arg(long, env = "JANUS_REGISTRATION_MAINTENANCE_EVERY", value_parser = parse_duration, default_value = "60s")]
+    pub maintenance_every: Duration,
 }
 
 impl ServeArgs {
     pub fn config(&self) -> ServeConfig {
         ServeConfig {
-            fleet: self.fleet.clone(),
-            cert: self.cert.clone(),
-            key: self.key.clone(),
-            state: self.state.clone(),
             max_connections: self.max_connections.max(1),
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            limits: LimitsConfig {
+                burst: self.rate_burst.max(1),
+                refill_every: self.rate_every,
+                max_pending: self.max_pending,
+                pending_max_age: self.pending_max_age,
+            },
+            admission: self.admission_command.clone().map(|command| PolicyConfig {
+                command,
+                timeout: self.admission_timeout,
+                concurrency: self.admission_concurrency.max(1),
+            }),
+            reload_every: self.reload_every.max(Duration::from_millis(100)),
+            maintenance_every: self.maintenance_every.max(Duration::from_millis(100)),
+            ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())
         }
     }
 }

@@ -88,12 +88,13 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
     });
     Ok(Demo {
         config: ServeConfig {
-            fleet: fleet_dir,
-            cert: certs::with_suffix(&controller, "crt"),
-            key: certs::with_suffix(&controller, "key"),
-            state,
-            max_connections: crate::server::DEFAULT_MAX_CONNECTIONS,
             shutdown_grace: Duration::from_secs(2),
+            ..ServeConfig::new(
+                fleet_dir,
+                certs::with_suffix(&controller, "crt"),
+                certs::with_suffix(&controller, "key"),
+                state,
+            )
         },
         instructions,
     })

@@ -23,6 +23,9 @@ pub enum ApiError {
     TooLarge,
     #[error("the request body did not arrive in time")]
     Timeout,
+    /// This source announced too often; the node retries by itself.
+    #[error("too many announcements from this address; retry in {}s", .0.as_secs())]
+    TooMany(std::time::Duration),
     /// Too many pending announcements: a token still admits.
     #[error("{0}")]
     Unavailable(String),
@@ -49,6 +52,7 @@ impl ApiError {
             ApiError::NotFound => StatusCode::NOT_FOUND,
             ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout => StatusCode::REQUEST_TIMEOUT,
+            ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
             ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
@@ -66,7 +70,11 @@ impl IntoResponse for ApiError {
         };
         // Belt and braces: whatever a future message says, this word never leaves.
         let message = message.replace("service_cert_pem", "service credential");
-        (self.status(), Json(ErrorBody { error: message })).into_response()
+        let mut response = (self.status(), Json(ErrorBody { error: message })).into_response();
+        if let ApiError::TooMany(retry) = &self {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry.as_secs().max(1).into());
+        }
+        response
     }
 }
 
@@ -81,6 +89,7 @@ mod tests {
             ApiError::NotFound,
             ApiError::TooLarge,
             ApiError::Timeout,
+            ApiError::TooMany(std::time::Duration::from_secs(3)),
             ApiError::Unavailable("x".into()),
             ApiError::Internal("y".into()),
         ];

@@ -7,6 +7,9 @@
 //! answers is in [`error`]; the state is in [`crate::store`].
 
 pub mod error;
+pub mod limits;
+pub mod policy;
+pub mod reload;
 pub mod routes;
 pub mod tls;
 
@@ -43,6 +46,30 @@ pub struct ServeConfig {
     pub state: PathBuf,
     pub max_connections: usize,
     pub shutdown_grace: Duration,
+    pub limits: limits::LimitsConfig,
+    pub admission: Option<policy::PolicyConfig>,
+    /// How often the fleet and certificate files are looked at, besides watch events.
+    pub reload_every: Duration,
+    /// How often pending records are counted and expired ones forgotten.
+    pub maintenance_every: Duration,
+}
+
+impl ServeConfig {
+    /// A configuration with every default but the four paths.
+    pub fn new(fleet: PathBuf, cert: PathBuf, key: PathBuf, state: PathBuf) -> Self {
+        ServeConfig {
+            fleet,
+            cert,
+            key,
+            state,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
+            shutdown_grace: Duration::from_secs(10),
+            limits: limits::LimitsConfig::default(),
+            admission: None,
+            reload_every: Duration::from_secs(5),
+            maintenance_every: Duration::from_secs(60),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -74,14 +101,63 @@ impl ServedTrust {
 
 /// What every request shares.
 pub struct App {
-    pub store: Store,
+    pub store: Arc<Store>,
     trust: RwLock<Arc<ServedTrust>>,
+    pub limits: limits::LimitsConfig,
+    pub limiter: limits::RateLimiter,
+    pub pending: limits::PendingCount,
+    pub policy: Option<policy::Policy>,
 }
 
 impl App {
     pub fn trust(&self) -> Arc<ServedTrust> {
         self.trust.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
+
+    pub fn replace_trust(&self, trust: ServedTrust) {
+        *self.trust.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(trust);
+    }
+
+    /// Counts pending records, forgets those older than the limit, and drops
+    /// expired tokens: the periodic work that keeps the state bounded.
+    pub fn maintain(&self) -> std::io::Result<()> {
+        let (records, _) = self.store.list_records()?;
+        let now = crate::store::tokens::now_unix();
+        let max_age = self.limits.pending_max_age.as_secs() as i64;
+        let mut pending = 0;
+        for record in records {
+            if self.store.state_of(&record) != crate::store::NodeState::Pending {
+                continue;
+            }
+            let Some(id) = crate::store::NodeId::parse(&record.id) else { continue };
+            let announced = record
+                .announced_at
+                .as_deref()
+                .and_then(|t| {
+                    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+                })
+                .map(|t| t.unix_timestamp())
+                .or_else(|| modified_unix(&self.store.record_path(&id)));
+            if announced.is_some_and(|t| now - t > max_age) {
+                self.store.forget(&id)?;
+                self.store.audit.record(
+                    "forgotten",
+                    serde_json::json!({"id": record.id, "by": "expiry", "reason": "pending longer than the limit"}),
+                )?;
+                tracing::info!(node = %record.id, "forgot a pending node past the age limit");
+            } else {
+                pending += 1;
+            }
+        }
+        self.pending.set(pending);
+        self.store.tokens.sweep_expired(&self.store.audit)?;
+        Ok(())
+    }
+}
+
+fn modified_unix(path: &std::path::Path) -> Option<i64> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|m| m.mtime())
 }
 
 /// A server that passed its startup checks and has not bound a socket yet.
@@ -105,7 +181,7 @@ pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
              nodes provisioned with the fleet root will fall back to controller_ca_cert"
         );
     }
-    let store = Store::open(&config.state).map_err(StartupError::State)?;
+    let store = Arc::new(Store::open(&config.state).map_err(StartupError::State)?);
     tracing::info!(
         fleet_root_sha256 = %fleet.root_sha256,
         bundle_version = fleet.bundle_version,
@@ -113,11 +189,17 @@ pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
         state = %config.state.display(),
         "fleet and certificate loaded"
     );
-    Ok(Prepared {
-        app: Arc::new(App { store, trust: RwLock::new(Arc::new(ServedTrust::new(fleet))) }),
-        cert: Arc::new(tls::CurrentCert::new(identity.certified)),
-        config,
-    })
+    let policy = config.admission.clone().map(|p| policy::Policy::new(p, store.clone()));
+    let app = App {
+        store,
+        trust: RwLock::new(Arc::new(ServedTrust::new(fleet))),
+        limits: config.limits,
+        limiter: limits::RateLimiter::new(config.limits),
+        pending: limits::PendingCount::default(),
+        policy,
+    };
+    app.maintain().map_err(StartupError::State)?;
+    Ok(Prepared { app: Arc::new(app), cert: Arc::new(tls::CurrentCert::new(identity.certified)), config })
 }
 
 pub fn router(app: Arc<App>) -> Router {
@@ -150,6 +232,15 @@ impl Prepared {
         let acceptor = RustlsAcceptor::new(rustls)
             .handshake_timeout(HANDSHAKE_TIMEOUT)
             .acceptor(tls::ConnectionCap::new(self.config.max_connections));
+        let watched = reload::Watched {
+            fleet: self.config.fleet.clone(),
+            cert: self.config.cert.clone(),
+            key: self.config.key.clone(),
+        };
+        let background = vec![
+            tokio::spawn(reload::run(self.app.clone(), self.cert.clone(), watched, self.config.reload_every)),
+            tokio::spawn(maintenance(self.app.clone(), self.config.maintenance_every)),
+        ];
         let handle = axum_server::Handle::new();
         let grace = self.config.shutdown_grace;
         let on_signal = handle.clone();
@@ -170,6 +261,23 @@ impl Prepared {
             .max_buf_size(MAX_HEAD_BYTES)
             .header_read_timeout(Some(REQUEST_HEAD_TIMEOUT));
         tracing::info!(listen = %local, "serving");
-        server.serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>()).await
+        let served = server.serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>()).await;
+        for task in background {
+            task.abort();
+        }
+        served
+    }
+}
+
+/// Runs [`App::maintain`] every `every`, off the async workers.
+async fn maintenance(app: Arc<App>, every: Duration) {
+    loop {
+        tokio::time::sleep(every).await;
+        let app = app.clone();
+        match tokio::task::spawn_blocking(move || app.maintain()).await {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => tracing::error!(cause = %e, "state maintenance failed"),
+            Err(e) => tracing::error!(cause = %e, "state maintenance panicked"),
+        }
     }
 }

@@ -12,6 +12,7 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use serde_json::json;
 use subtle::ConstantTimeEq;
 
 use super::App;
@@ -29,8 +30,15 @@ pub async fn announce(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    app.limiter.check(peer.ip()).map_err(ApiError::TooMany)?;
     let body = read_body(&headers, body).await?;
     let announcement = Announcement::parse(&body)?;
+    if announcement.registration_token.is_empty() && app.pending.get() >= app.limits.max_pending {
+        return Err(ApiError::Unavailable(
+            "too many announcements are pending approval; try again later (a registration token still admits)"
+                .into(),
+        ));
+    }
     let trust = app.trust();
     let blocking_app = app.clone();
     let answer = tokio::task::spawn_blocking(move || admit_or_hold(&blocking_app, announcement, peer))
@@ -46,14 +54,16 @@ pub async fn announce(
 }
 
 /// Consumes the token (durably) before the record says `admitted`, and both
-/// before the answer: a crash in between never admits twice.
+/// before the answer: a crash in between never admits twice. The audit trail
+/// has the announcement (and the admission) before the node has its answer.
 fn admit_or_hold(
     app: &App,
     announcement: Announcement,
     peer: SocketAddr,
 ) -> Result<AnnounceAnswer, ApiError> {
     let id = NodeId::generate();
-    let admitted = app.store.tokens.consume(&announcement.registration_token)?;
+    let token = announcement.registration_token;
+    let admitted = app.store.tokens.consume(&token, &app.store.audit)?;
     let record = NodeRecord {
         id: id.to_string(),
         name: announcement.name,
@@ -68,8 +78,32 @@ fn admit_or_hold(
         extra: Default::default(),
     };
     app.store.write_record(&record)?;
+    let audit = &app.store.audit;
+    audit.record(
+        "announced",
+        json!({
+            "id": record.id, "name": record.name, "address": record.address,
+            "peer_address": record.peer_address, "ca_sha256": record.ca_sha256,
+            "token_presented": !token.is_empty(),
+        }),
+    )?;
     if admitted {
-        app.store.approve(&id)?;
+        app.store.approve(&id, "token", "")?;
+        app.store.first_delivery(&id)?;
+        let fingerprint = crate::store::audit::token_fingerprint(&token);
+        audit.record(
+            "admitted",
+            json!({"id": record.id, "by": "token", "token_sha256_prefix": fingerprint}),
+        )?;
+        audit.record(
+            "trust_delivered",
+            json!({"id": record.id, "bundle_version": app.trust().fleet.bundle_version}),
+        )?;
+    } else {
+        app.pending.bump();
+        if let Some(policy) = &app.policy {
+            policy.submit(record.clone());
+        }
     }
     Ok(AnnounceAnswer { id: id.to_string(), admitted, trust: None })
 }
@@ -89,10 +123,23 @@ pub async fn poll(
     let approved = tokio::task::spawn_blocking(move || -> Result<bool, ApiError> {
         let record = blocking_app.store.read_record(&id)?.ok_or(ApiError::NotFound)?;
         let matches: bool = presented.as_bytes().ct_eq(record.poll_secret_sha256.as_bytes()).into();
-        if !matches {
+        if !matches || blocking_app.store.is_rejected(&id) {
             return Err(ApiError::NotFound);
         }
-        Ok(blocking_app.store.is_approved(&id))
+        let Some(approval) = blocking_app.store.approval(&id) else { return Ok(false) };
+        if blocking_app.store.first_delivery(&id)? {
+            let audit = &blocking_app.store.audit;
+            // A `touch`ed approval has no event yet: the node learns it now.
+            if approval.by == "approval-file" {
+                audit.record(
+                    "admitted",
+                    json!({"id": record.id, "by": "approval-file", "user": approval.user}),
+                )?;
+            }
+            let version = blocking_app.trust().fleet.bundle_version;
+            audit.record("trust_delivered", json!({"id": record.id, "bundle_version": version}))?;
+        }
+        Ok(true)
     })
     .await
     .map_err(|e| ApiError::Internal(e.to_string()))??;

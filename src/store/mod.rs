@@ -1,5 +1,7 @@
 //! The state directory, laid out as the reference lays it out, so an existing
-//! one keeps working: `tokens`, `nodes/<id>.json`, `approved/<id>`.
+//! one keeps working: `tokens`, `nodes/<id>.json`, `approved/<id>`. Ours on
+//! top: `rejected/<id>` (polls get 404), `delivered/<id>` (the trust went
+//! out once), `tokens.meta.json` (expiry and uses), `audit.jsonl`.
 //!
 //! Files are the source of truth: nothing is cached between requests, so an
 //! approval created by hand (`touch approved/<id>`) or by another process
@@ -7,6 +9,7 @@
 //! [`atomic::write_atomic`]. All methods block: call them off the async runtime.
 
 pub mod atomic;
+pub mod audit;
 pub mod id;
 pub mod tokens;
 
@@ -18,6 +21,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 pub use atomic::write_atomic;
+pub use audit::Audit;
 pub use id::NodeId;
 pub use tokens::Tokens;
 
@@ -51,15 +55,48 @@ pub struct NodeRecord {
 pub struct Store {
     dir: PathBuf,
     pub tokens: Tokens,
+    pub audit: Audit,
 }
+
+/// Where a node stands, derived from the files alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeState {
+    Pending,
+    Admitted,
+    Rejected,
+}
+
+/// Who approved a node: the content `nodes approve` and the admission policy
+/// write into `approved/<id>`; an empty file (`touch`) is its owner's.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Approval {
+    pub by: String,
+    pub user: String,
+}
+
+const SUBDIRS: [&str; 4] = ["nodes", "approved", "rejected", "delivered"];
 
 impl Store {
     /// Opens `dir`, creating it and its `nodes/` and `approved/` (0700) when missing.
     pub fn open(dir: &Path) -> io::Result<Self> {
-        for sub in ["", "nodes", "approved"] {
+        atomic::ensure_private_dir(dir)?;
+        for sub in SUBDIRS {
             atomic::ensure_private_dir(&dir.join(sub))?;
         }
-        Ok(Store { dir: dir.to_path_buf(), tokens: Tokens::new(dir) })
+        Ok(Store { dir: dir.to_path_buf(), tokens: Tokens::new(dir), audit: Audit::new(dir) })
+    }
+
+    /// Opens an existing state directory without creating anything else than
+    /// our own subdirectories (admin commands).
+    pub fn open_existing(dir: &Path) -> io::Result<Self> {
+        if !dir.join("nodes").is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!("{} is not a state directory (it has no nodes/)", dir.display()),
+            ));
+        }
+        Self::open(dir)
     }
 
     pub fn dir(&self) -> &Path {
@@ -92,13 +129,102 @@ impl Store {
         }
     }
 
-    /// Creates `approved/<id>` durably (idempotent).
-    pub fn approve(&self, id: &NodeId) -> io::Result<()> {
-        write_atomic(&self.approval_path(id), b"", 0o600)
+    fn marker(&self, sub: &str, id: &NodeId) -> PathBuf {
+        self.dir.join(sub).join(id.as_str())
+    }
+
+    /// Creates `approved/<id>` durably, saying who approved (idempotent).
+    pub fn approve(&self, id: &NodeId, by: &str, user: &str) -> io::Result<()> {
+        let note =
+            serde_json::to_vec(&Approval { by: by.into(), user: user.into() }).map_err(io::Error::other)?;
+        write_atomic(&self.approval_path(id), &note, 0o600)
     }
 
     pub fn is_approved(&self, id: &NodeId) -> bool {
         self.approval_path(id).exists()
+    }
+
+    /// Who approved `id`, when it is approved.
+    pub fn approval(&self, id: &NodeId) -> Option<Approval> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.approval_path(id);
+        let meta = fs::metadata(&path).ok()?;
+        let note = fs::read(&path).unwrap_or_default();
+        Some(
+            serde_json::from_slice(&note).unwrap_or_else(|_| Approval {
+                by: "approval-file".into(),
+                user: audit::user_name(meta.uid()),
+            }),
+        )
+    }
+
+    pub fn is_rejected(&self, id: &NodeId) -> bool {
+        self.marker("rejected", id).exists()
+    }
+
+    /// Marks `id` rejected (its polls get 404) and withdraws any approval.
+    pub fn reject(&self, id: &NodeId, user: &str) -> io::Result<()> {
+        let note = serde_json::to_vec(&Approval { by: "command".into(), user: user.into() })
+            .map_err(io::Error::other)?;
+        write_atomic(&self.marker("rejected", id), &note, 0o600)?;
+        atomic::remove_durably(&self.approval_path(id))
+    }
+
+    /// Removes every file about `id`.
+    pub fn forget(&self, id: &NodeId) -> io::Result<()> {
+        atomic::remove_durably(&self.record_path(id))?;
+        for sub in ["approved", "rejected", "delivered"] {
+            atomic::remove_durably(&self.marker(sub, id))?;
+        }
+        Ok(())
+    }
+
+    /// True the first time the trust goes out to `id` (across processes).
+    pub fn first_delivery(&self, id: &NodeId) -> io::Result<bool> {
+        let path = self.marker("delivered", id);
+        match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+            // A state directory the reference made has no delivered/: make it.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                atomic::ensure_private_dir(&self.dir.join("delivered"))?;
+                self.first_delivery(id)
+            }
+            Err(e) => Err(atomic::with_path(e, &path)),
+        }
+    }
+
+    pub fn state_of(&self, record: &NodeRecord) -> NodeState {
+        match NodeId::parse(&record.id) {
+            Some(id) if self.is_rejected(&id) => NodeState::Rejected,
+            Some(id) if self.is_approved(&id) => NodeState::Admitted,
+            _ if record.admitted => NodeState::Admitted,
+            _ => NodeState::Pending,
+        }
+    }
+
+    /// Every whole record in `nodes/` (temp files skipped; unreadable ones reported).
+    pub fn list_records(&self) -> io::Result<(Vec<NodeRecord>, Vec<String>)> {
+        let dir = self.dir.join("nodes");
+        let mut records = Vec::new();
+        let mut problems = Vec::new();
+        for entry in fs::read_dir(&dir).map_err(|e| atomic::with_path(e, &dir))? {
+            let entry = entry.map_err(|e| atomic::with_path(e, &dir))?;
+            let name = entry.file_name().to_string_lossy().to_string();
+            let Some(id) = name.strip_suffix(".json").and_then(NodeId::parse) else { continue };
+            match self.read_record(&id) {
+                Ok(Some(record)) => records.push(record),
+                Ok(None) => {}
+                Err(e) => problems.push(e.to_string()),
+            }
+        }
+        Ok((records, problems))
+    }
+
+    /// Counts pending records (for the pending cap): a directory scan.
+    pub fn count_pending(&self) -> io::Result<usize> {
+        let (records, _) = self.list_records()?;
+        Ok(records.iter().filter(|r| self.state_of(r) == NodeState::Pending).count())
     }
 
     /// Whether new files can be created in the state directory.

@@ -1,26 +1,68 @@
 //! `DIR/tokens`: registration tokens, whitespace-separated as the reference
-//! reads them, each admitting exactly one node.
+//! reads it, and `DIR/tokens.meta.json`: the expiry and use count of the
+//! tokens `tokens add` made, keyed by each token's SHA-256 (never the token).
 //!
-//! Invariants: a token is removed from the file durably before the caller may
-//! answer 201; every other token survives; consumption is exactly-once across
-//! threads (one writer at a time in this process) and across processes (an
-//! exclusive `flock` on `DIR/tokens.lock`, a separate file because `tokens`
-//! itself is replaced by rename). Concurrent consumptions are group-committed:
-//! whoever finds no batch in flight leads, and consumes every token queued
-//! meanwhile in one read and one durable rewrite, so a mass boot against a
-//! large file costs one rewrite per batch, not one per node.
+//! Invariants: a token admits exactly one node per use, across threads (one
+//! writer at a time in this process) and across processes (an exclusive
+//! `flock` on `DIR/tokens.lock`, a separate file because `tokens` itself is
+//! replaced by rename); a use is recorded durably before the caller may
+//! answer; every other token survives. A token with no metadata, as written
+//! by hand or by the reference, is a one-time token with no expiry. An
+//! expired token admits nobody and is removed from both files.
+//!
+//! Concurrent consumptions are group-committed: whoever finds no batch in
+//! flight leads, and consumes every token queued meanwhile in one read and
+//! one durable rewrite, so a mass boot against a large file costs one
+//! rewrite per batch, not one per node.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::{Mutex, mpsc};
 
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
 use super::atomic::{with_path, write_atomic};
+use super::audit::{Audit, token_fingerprint};
+use crate::pki::sha256_hex;
 
 pub const TOKENS_FILE: &str = "tokens";
+pub const META_FILE: &str = "tokens.meta.json";
 pub const LOCK_FILE: &str = "tokens.lock";
+
+/// What `tokens add` knows about a token beyond the token itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenMeta {
+    /// Unix seconds; absent: never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// Absent: one use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uses_left: Option<u32>,
+    #[serde(default)]
+    pub added_at: String,
+    #[serde(default)]
+    pub added_by: String,
+}
+
+impl TokenMeta {
+    fn expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
+}
+
+/// A token as `tokens list` shows it: redacted.
+#[derive(Debug, Clone, Serialize)]
+pub struct TokenInfo {
+    pub shown: String,
+    pub sha256_prefix: String,
+    pub expires_at: Option<i64>,
+    pub uses_left: u32,
+    pub added_by: String,
+}
 
 type Reply = mpsc::Sender<Result<bool, String>>;
 
@@ -32,22 +74,30 @@ struct Queue {
 
 pub struct Tokens {
     path: PathBuf,
+    meta_path: PathBuf,
     lock_path: PathBuf,
     queue: Mutex<Queue>,
 }
 
+/// Both files as read under the lock.
+struct Book {
+    tokens: Vec<String>,
+    meta: BTreeMap<String, TokenMeta>,
+}
+
 impl Tokens {
-    pub fn new(state_dir: &std::path::Path) -> Self {
+    pub fn new(state_dir: &Path) -> Self {
         Tokens {
             path: state_dir.join(TOKENS_FILE),
+            meta_path: state_dir.join(META_FILE),
             lock_path: state_dir.join(LOCK_FILE),
             queue: Mutex::new(Queue::default()),
         }
     }
 
-    /// Consumes `token`: true when it was in the file (and now is not).
-    /// Blocking: call it off the async runtime.
-    pub fn consume(&self, token: &str) -> io::Result<bool> {
+    /// Consumes one use of `token`: true when it admits. Blocking: call it
+    /// off the async runtime.
+    pub fn consume(&self, token: &str, audit: &Audit) -> io::Result<bool> {
         if token.is_empty() {
             return Ok(false);
         }
@@ -58,12 +108,12 @@ impl Tokens {
             !std::mem::replace(&mut queue.leader_active, true)
         };
         if lead {
-            self.lead_batches();
+            self.lead_batches(audit);
         }
         answer.recv().map_err(|_| io::Error::other("token batch abandoned"))?.map_err(io::Error::other)
     }
 
-    fn lead_batches(&self) {
+    fn lead_batches(&self, audit: &Audit) {
         loop {
             let batch = {
                 let mut queue = self.queue.lock().unwrap_or_else(|e| e.into_inner());
@@ -74,7 +124,7 @@ impl Tokens {
                 std::mem::take(&mut queue.waiting)
             };
             let wanted: Vec<&str> = batch.iter().map(|(t, _)| t.as_str()).collect();
-            match self.consume_batch(&wanted) {
+            match self.consume_batch(&wanted, audit) {
                 Ok(found) => {
                     for ((_, reply), hit) in batch.iter().zip(found) {
                         let _ = reply.send(Ok(hit));
@@ -89,38 +139,186 @@ impl Tokens {
         }
     }
 
-    /// One locked read-modify-write of the file for a whole batch.
-    fn consume_batch(&self, wanted: &[&str]) -> io::Result<Vec<bool>> {
+    /// One locked read-modify-write of both files for a whole batch.
+    fn consume_batch(&self, wanted: &[&str], audit: &Audit) -> io::Result<Vec<bool>> {
         let _lock = self.lock()?;
-        let text = match fs::read_to_string(&self.path) {
-            Ok(text) => text,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![false; wanted.len()]),
-            Err(e) => return Err(with_path(e, &self.path)),
-        };
-        let mut remaining: Vec<Option<&str>> = text.split_whitespace().map(Some).collect();
+        let Some(mut book) = self.read()? else { return Ok(vec![false; wanted.len()]) };
+        let now = now_unix();
+        let mut expired = self.take_expired(&mut book, now);
         let mut positions: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (i, t) in remaining.iter().enumerate().rev() {
-            positions.entry(t.unwrap_or_default()).or_default().push(i);
+        for (i, t) in book.tokens.iter().enumerate().rev() {
+            positions.entry(t.as_str()).or_default().push(i);
         }
-        let found: Vec<bool> = wanted
-            .iter()
-            .map(|t| match positions.get_mut(t).and_then(Vec::pop) {
-                Some(i) => {
-                    remaining[i] = None;
-                    true
+        let mut removed = vec![false; book.tokens.len()];
+        let mut meta_changed = !expired.is_empty();
+        let mut found = Vec::with_capacity(wanted.len());
+        for token in wanted {
+            let Some(&i) = positions.get(token).and_then(|p| p.last()) else {
+                found.push(false);
+                continue;
+            };
+            let hash = sha256_hex(token.as_bytes());
+            match book.meta.get_mut(&hash) {
+                Some(meta) if meta.uses_left.is_some_and(|n| n > 1) => {
+                    meta.uses_left = meta.uses_left.map(|n| n - 1);
+                    meta_changed = true;
                 }
-                None => false,
-            })
-            .collect();
-        if found.iter().any(|&hit| hit) {
-            let mut out = String::with_capacity(text.len());
-            for t in remaining.into_iter().flatten() {
-                out.push_str(t);
-                out.push('\n');
+                other => {
+                    if other.is_some() {
+                        book.meta.remove(&hash);
+                        meta_changed = true;
+                    }
+                    positions.get_mut(token).and_then(Vec::pop);
+                    removed[i] = true;
+                }
             }
-            write_atomic(&self.path, out.as_bytes(), 0o600)?;
+            found.push(true);
+        }
+        if removed.iter().any(|&r| r) || !expired.is_empty() {
+            let kept: Vec<&str> =
+                book.tokens.iter().zip(&removed).filter(|(_, r)| !**r).map(|(t, _)| t.as_str()).collect();
+            self.write_tokens(&kept)?;
+        }
+        if meta_changed {
+            self.write_meta(&book.meta)?;
+        }
+        for fingerprint in expired.drain(..) {
+            audit.record("token_expired", json!({"token_sha256_prefix": fingerprint}))?;
         }
         Ok(found)
+    }
+
+    /// Drops expired tokens from `book`; returns their fingerprints.
+    fn take_expired(&self, book: &mut Book, now: i64) -> Vec<String> {
+        let expired: HashSet<String> =
+            book.meta.iter().filter(|(_, m)| m.expired(now)).map(|(h, _)| h.clone()).collect();
+        if expired.is_empty() {
+            return vec![];
+        }
+        let mut fingerprints = Vec::new();
+        book.tokens.retain(|t| {
+            let gone = expired.contains(&sha256_hex(t.as_bytes()));
+            if gone {
+                fingerprints.push(token_fingerprint(t));
+            }
+            !gone
+        });
+        book.meta.retain(|h, _| !expired.contains(h));
+        fingerprints
+    }
+
+    /// Removes expired tokens from both files (the server's periodic sweep, `tokens list`).
+    pub fn sweep_expired(&self, audit: &Audit) -> io::Result<usize> {
+        let _lock = self.lock()?;
+        let Some(mut book) = self.read()? else { return Ok(0) };
+        let expired = self.take_expired(&mut book, now_unix());
+        if !expired.is_empty() {
+            self.write_tokens(&book.tokens.iter().map(String::as_str).collect::<Vec<_>>())?;
+            self.write_meta(&book.meta)?;
+            for fingerprint in &expired {
+                audit.record("token_expired", json!({"token_sha256_prefix": fingerprint}))?;
+            }
+        }
+        Ok(expired.len())
+    }
+
+    /// Appends new tokens with their metadata (absent metadata: one use, no expiry).
+    pub fn add(&self, tokens: &[String], meta: &TokenMeta) -> io::Result<()> {
+        let _lock = self.lock()?;
+        let mut book = self.read()?.unwrap_or(Book { tokens: vec![], meta: BTreeMap::new() });
+        book.tokens.extend(tokens.iter().cloned());
+        let plain = TokenMeta { added_at: String::new(), added_by: String::new(), ..meta.clone() };
+        if plain != TokenMeta::default() || !meta.added_by.is_empty() {
+            for t in tokens {
+                book.meta.insert(sha256_hex(t.as_bytes()), meta.clone());
+            }
+            self.write_meta(&book.meta)?;
+        }
+        self.write_tokens(&book.tokens.iter().map(String::as_str).collect::<Vec<_>>())
+    }
+
+    /// The tokens, redacted, with expiry and uses left.
+    pub fn list(&self) -> io::Result<Vec<TokenInfo>> {
+        let Some(book) = self.read()? else { return Ok(vec![]) };
+        Ok(book
+            .tokens
+            .iter()
+            .map(|t| {
+                let meta = book.meta.get(&sha256_hex(t.as_bytes())).cloned().unwrap_or_default();
+                TokenInfo {
+                    shown: redact(t),
+                    sha256_prefix: token_fingerprint(t),
+                    expires_at: meta.expires_at,
+                    uses_left: meta.uses_left.unwrap_or(1),
+                    added_by: meta.added_by,
+                }
+            })
+            .collect())
+    }
+
+    /// Removes the token equal to `key`, or the one token starting with it.
+    /// Returns the removed token's fingerprint.
+    pub fn revoke(&self, key: &str) -> io::Result<String> {
+        let _lock = self.lock()?;
+        let Some(mut book) = self.read()? else {
+            return Err(io::Error::new(io::ErrorKind::NotFound, "there is no tokens file"));
+        };
+        let exact: Vec<usize> =
+            book.tokens.iter().enumerate().filter(|(_, t)| *t == key).map(|(i, _)| i).collect();
+        let matching = if exact.is_empty() {
+            book.tokens.iter().enumerate().filter(|(_, t)| t.starts_with(key)).map(|(i, _)| i).collect()
+        } else {
+            exact
+        };
+        let token = match matching.as_slice() {
+            [] => return Err(io::Error::new(io::ErrorKind::NotFound, "no token matches")),
+            [i] => book.tokens[*i].clone(),
+            _ if key.len() < 4 => {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "the prefix matches several tokens"));
+            }
+            _ if matching.iter().all(|&i| book.tokens[i] == book.tokens[matching[0]]) => {
+                book.tokens[matching[0]].clone()
+            }
+            _ => {
+                return Err(io::Error::new(io::ErrorKind::InvalidInput, "the prefix matches several tokens"));
+            }
+        };
+        book.tokens.retain(|t| *t != token);
+        book.meta.remove(&sha256_hex(token.as_bytes()));
+        self.write_tokens(&book.tokens.iter().map(String::as_str).collect::<Vec<_>>())?;
+        self.write_meta(&book.meta)?;
+        Ok(token_fingerprint(&token))
+    }
+
+    fn read(&self) -> io::Result<Option<Book>> {
+        let text = match fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(with_path(e, &self.path)),
+        };
+        let meta = match fs::read(&self.meta_path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), &self.meta_path))?,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeMap::new(),
+            Err(e) => return Err(with_path(e, &self.meta_path)),
+        };
+        Ok(Some(Book { tokens: text.split_whitespace().map(str::to_string).collect(), meta }))
+    }
+
+    fn write_tokens(&self, tokens: &[&str]) -> io::Result<()> {
+        let mut out = String::with_capacity(tokens.iter().map(|t| t.len() + 1).sum());
+        for t in tokens {
+            out.push_str(t);
+            out.push('\n');
+        }
+        write_atomic(&self.path, out.as_bytes(), 0o600)
+    }
+
+    fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>) -> io::Result<()> {
+        if meta.is_empty() && !self.meta_path.exists() {
+            return Ok(());
+        }
+        write_atomic(&self.meta_path, &serde_json::to_vec_pretty(meta).map_err(io::Error::other)?, 0o600)
     }
 
     /// The cross-process lock, held until the returned file is dropped.
@@ -137,28 +335,52 @@ impl Tokens {
     }
 }
 
+/// The first 6 characters, then an ellipsis: enough to tell tokens apart.
+pub fn redact(token: &str) -> String {
+    let shown: String = token.chars().take(6).collect();
+    format!("{shown}…")
+}
+
+pub fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+/// A new token: 128 bits from the OS CSPRNG, as 32 lowercase hex characters.
+pub fn generate() -> String {
+    crate::pki::hex(&rand::random::<[u8; 16]>())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::Arc;
+
+    fn audit(dir: &Path) -> Audit {
+        Audit::new(dir)
+    }
 
     #[test]
     fn consumes_each_token_once_and_keeps_the_rest() {
         let dir = tempfile::tempdir().unwrap();
         fs::write(dir.path().join(TOKENS_FILE), "a b\n c\na\n").unwrap();
         let tokens = Tokens::new(dir.path());
-        assert!(tokens.consume("a").unwrap());
-        assert!(!tokens.consume("zz").unwrap());
-        assert!(!tokens.consume("").unwrap());
+        let audit = audit(dir.path());
+        assert!(tokens.consume("a", &audit).unwrap());
+        assert!(!tokens.consume("zz", &audit).unwrap());
+        assert!(!tokens.consume("", &audit).unwrap());
         assert_eq!(fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(), "b\nc\na\n");
-        assert!(tokens.consume("a").unwrap());
-        assert!(!tokens.consume("a").unwrap());
+        assert!(tokens.consume("a", &audit).unwrap());
+        assert!(!tokens.consume("a", &audit).unwrap());
+        assert!(!dir.path().join(META_FILE).exists(), "plain tokens need no metadata");
     }
 
     #[test]
     fn absent_file_admits_nobody() {
         let dir = tempfile::tempdir().unwrap();
-        assert!(!Tokens::new(dir.path()).consume("a").unwrap());
+        assert!(!Tokens::new(dir.path()).consume("a", &audit(dir.path())).unwrap());
     }
 
     #[test]
@@ -167,14 +389,48 @@ mod tests {
         let all: Vec<String> = (0..200).map(|i| format!("t{i}")).collect();
         fs::write(dir.path().join(TOKENS_FILE), all.join("\n")).unwrap();
         let tokens = Arc::new(Tokens::new(dir.path()));
+        let audit = Arc::new(audit(dir.path()));
         let handles: Vec<_> = (0..400)
             .map(|i| {
-                let tokens = tokens.clone();
-                std::thread::spawn(move || tokens.consume(&format!("t{}", i % 200)).unwrap())
+                let (tokens, audit) = (tokens.clone(), audit.clone());
+                std::thread::spawn(move || tokens.consume(&format!("t{}", i % 200), &audit).unwrap())
             })
             .collect();
         let admitted = handles.into_iter().map(|h| h.join().unwrap()).filter(|&b| b).count();
         assert_eq!(admitted, 200);
         assert_eq!(fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(), "");
+    }
+
+    #[test]
+    fn uses_and_expiry() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = Tokens::new(dir.path());
+        let audit = audit(dir.path());
+        let thrice = TokenMeta { uses_left: Some(3), ..Default::default() };
+        tokens.add(&["multi".into()], &thrice).unwrap();
+        let past = TokenMeta { expires_at: Some(now_unix() - 1), ..Default::default() };
+        tokens.add(&["old".into()], &past).unwrap();
+        tokens.add(&["plain".into()], &TokenMeta::default()).unwrap();
+        assert_eq!(tokens.list().unwrap().iter().find(|t| t.shown == "multi…").unwrap().uses_left, 3);
+        assert!(!tokens.consume("old", &audit).unwrap(), "expired admits nobody");
+        for _ in 0..3 {
+            assert!(tokens.consume("multi", &audit).unwrap());
+        }
+        assert!(!tokens.consume("multi", &audit).unwrap());
+        assert_eq!(fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(), "plain\n");
+        let trail = fs::read_to_string(audit.path()).unwrap();
+        assert!(trail.contains("token_expired") && !trail.contains("\"old\""));
+    }
+
+    #[test]
+    fn revoke_by_token_or_unique_prefix() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = Tokens::new(dir.path());
+        tokens.add(&["abcd1111".into(), "abcd2222".into(), "ffff".into()], &TokenMeta::default()).unwrap();
+        assert!(tokens.revoke("abcd").is_err(), "ambiguous");
+        assert!(tokens.revoke("zz").is_err());
+        tokens.revoke("abcd2").unwrap();
+        tokens.revoke("ffff").unwrap();
+        assert_eq!(fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(), "abcd1111\n");
     }
 }

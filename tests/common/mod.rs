@@ -51,15 +51,16 @@ impl Fixture {
         self.dir.path().join("state")
     }
 
+    /// Defaults, but limits no test of the protocol trips over and quick
+    /// reloads and maintenance.
     pub fn config(&self) -> ServeConfig {
-        ServeConfig {
-            fleet: self.fleet_dir(),
-            cert: self.cert(),
-            key: self.key(),
-            state: self.state(),
-            max_connections: 256,
-            shutdown_grace: Duration::from_secs(2),
-        }
+        let mut config = ServeConfig::new(self.fleet_dir(), self.cert(), self.key(), self.state());
+        config.max_connections = 256;
+        config.shutdown_grace = Duration::from_secs(2);
+        config.limits.burst = 1_000_000;
+        config.reload_every = Duration::from_millis(200);
+        config.maintenance_every = Duration::from_millis(200);
+        config
     }
 
     pub fn write_tokens(&self, tokens: &str) {
@@ -85,6 +86,8 @@ impl Fixture {
             self.key().to_str().unwrap(),
             "--state",
             self.state().to_str().unwrap(),
+            "--rate-burst",
+            "1000000",
         ]
         .iter()
         .map(|s| s.to_string())
