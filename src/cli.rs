@@ -53,6 +53,10 @@ pub enum Command {
         after_help = "Examples:\n  janus-registration agent --user-data user-data.json --dir node/\n  janus-registration agent --dir node/ --once\n\nExit codes with --once: 0 admitted (or already registered), 2 pending, 1 failed, 3 protocol violation by the endpoint."
     )]
     Agent(Box<AgentCommand>),
+    /// List, inspect, approve, reject and forget nodes in a state directory.
+    Nodes(NodesArgs),
+    /// Add, list and revoke registration tokens in a state directory.
+    Tokens(TokensArgs),
     /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
     #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
     Healthcheck(HealthcheckArgs),
@@ -137,6 +141,122 @@ pub struct SwarmArgs {
     /// Write the report as JSON here too.
     #[arg(long)]
     pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct NodesArgs {
+    /// The state directory.
+    #[arg(long, env = "JANUS_REGISTRATION_STATE", global = true)]
+    pub state: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: NodesCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum NodesCommand {
+    /// A table of nodes, re-announcements (same CA) grouped.
+    #[command(
+        after_help = "Example:\n  janus-registration nodes list --state /var/lib/janus-registration --pending"
+    )]
+    List(ListArgs),
+    /// A node's record, its CA's subject and validity, and the console line its CA gives.
+    #[command(after_help = "Example:\n  janus-registration nodes show 8f14e45fceea167a5a36dedd4bea2543")]
+    Show(IdArg),
+    /// Admit a node (after checking its CA against its console).
+    #[command(
+        after_help = "Examples:\n  janus-registration nodes approve ID --console /var/log/libvirt/qemu/edge-3-serial.log\n  janus-registration nodes approve ID --expect-ca-sha256 2bcdf132...\n  janus-registration nodes approve --ca-sha256 2bcdf132...   (every pending record of that CA)"
+    )]
+    Approve(ApproveArgs),
+    /// Refuse a node: its polls get 404 from now on; the record stays for the audit trail.
+    #[command(after_help = "Example:\n  janus-registration nodes reject ID")]
+    Reject(IdArg),
+    /// Remove a node's record and markers.
+    #[command(after_help = "Example:\n  janus-registration nodes forget ID")]
+    Forget(IdArg),
+    /// A node's events from the audit trail.
+    #[command(after_help = "Example:\n  janus-registration nodes history ID")]
+    History(IdArg),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    #[arg(long)]
+    pub pending: bool,
+    #[arg(long)]
+    pub admitted: bool,
+    #[arg(long)]
+    pub rejected: bool,
+    /// One JSON object per node and line: id, name, address, peer_address, ca_sha256, state, announced_at, admitted_by.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IdArg {
+    /// The node's id (32 hex digits).
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The node's id.
+    #[arg(required_unless_present = "ca_sha256")]
+    pub id: Option<String>,
+    /// Refuse unless the node's CA has this SHA-256.
+    #[arg(long, conflicts_with_all = ["console", "ca_sha256"])]
+    pub expect_ca_sha256: Option<String>,
+    /// Refuse unless the last `pki: this node's CA: SHA-256 <hex>` line of this serial-console log matches.
+    #[arg(long, conflicts_with = "ca_sha256")]
+    pub console: Option<PathBuf>,
+    /// Approve every pending node with this CA SHA-256 (one node's re-announcements).
+    #[arg(long, conflicts_with = "id")]
+    pub ca_sha256: Option<String>,
+}
+
+#[derive(Debug, Args)]
+pub struct TokensArgs {
+    /// The state directory.
+    #[arg(long, env = "JANUS_REGISTRATION_STATE", global = true)]
+    pub state: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: TokensCommand,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokensCommand {
+    /// Make tokens (128 bits from the OS CSPRNG) and print them, once.
+    #[command(after_help = "Example:\n  janus-registration tokens add --count 20 --expires-in 2h")]
+    Add(TokensAddArgs),
+    /// The tokens, redacted, with expiry and uses left.
+    #[command(after_help = "Example:\n  janus-registration tokens list")]
+    List(TokensListArgs),
+    /// Remove a token, given whole or by a prefix only it has.
+    #[command(after_help = "Example:\n  janus-registration tokens revoke 3f9a")]
+    Revoke(RevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokensAddArgs {
+    #[arg(long, default_value_t = 1)]
+    pub count: usize,
+    /// The tokens stop admitting after this (e.g. 2h, 7d).
+    #[arg(long, value_parser = parse_duration)]
+    pub expires_in: Option<Duration>,
+    /// How many nodes each token admits (default 1).
+    #[arg(long)]
+    pub uses: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct TokensListArgs {
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// The token, or a prefix of it that no other token has.
+    pub token: String,
 }
 
 #[derive(Debug, Args)]

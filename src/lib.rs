@@ -8,6 +8,7 @@
 //! - [`pki`]: every certificate, key and bundle check; the only DER reader.
 //! - [`store`]: the state directory (`tokens`, `nodes/`, `approved/`); the only writer.
 //! - [`server`]: `serve`, the HTTPS endpoint.
+//! - [`admin`]: `nodes` and `tokens`, day-2 operation on the state directory.
 //! - [`agent`]: the node side: janusd's HTTPS client and registration loop.
 //! - [`certs`]: `certs`, minting fleets and certificates with rcgen.
 //! - [`clock`]: RFC 3339 and Go-style durations.
@@ -15,6 +16,7 @@
 //! - [`healthcheck`]: `healthcheck`, the container's probe of `/healthz`.
 //! - [`shutdown`]: SIGINT/SIGTERM as one future.
 
+pub mod admin;
 pub mod agent;
 pub mod certs;
 pub mod cli;

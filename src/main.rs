@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use janus_registration::cli::{AgentSubcommand, Cli, Command, LogFormat};
-use janus_registration::{agent, certs, demo, healthcheck, server, shutdown};
+use janus_registration::{admin, agent, certs, demo, healthcheck, server, shutdown};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -33,6 +33,16 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             }
             None => runtime()?.block_on(agent::run_cli(&command.args)).map(ExitCode::from),
         },
+        Command::Nodes(args) => {
+            let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
+            println!("{}", admin::nodes(state, &args.command)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tokens(args) => {
+            let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
+            println!("{}", admin::tokens(state, &args.command)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Healthcheck(args) => {
             println!("{}", runtime()?.block_on(healthcheck::check(&args.addr))?);
             Ok(ExitCode::SUCCESS)

@@ -57,14 +57,20 @@ impl HttpError {
     }
 }
 
-/// An answer: its status and at most 64 KiB of its body.
-#[derive(Debug, Clone)]
+/// An answer: its status, its headers and at most 64 KiB of its body.
+#[derive(Debug, Clone, Default)]
 pub struct Answer {
     pub status: u16,
+    pub headers: Vec<(String, String)>,
     pub body: Vec<u8>,
 }
 
 impl Answer {
+    /// The first header called `name` (any case).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
     /// The body as the node quotes it in messages: trimmed, lossy UTF-8.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.body).trim().to_string()
@@ -88,6 +94,8 @@ pub struct Endpoint {
     fleet: Option<Arc<ClientConfig>>,
     certificate: Option<Arc<ClientConfig>>,
     timeout: Duration,
+    /// The local address to connect from (a node has one; tests use several loopbacks).
+    source: Option<std::net::IpAddr>,
 }
 
 impl Endpoint {
@@ -98,6 +106,7 @@ impl Endpoint {
             fleet: client_config(fleet_root)?,
             certificate: client_config(controller_ca)?,
             timeout: REQUEST_TIMEOUT,
+            source: None,
         })
     }
 
@@ -108,12 +117,33 @@ impl Endpoint {
             fleet: None,
             certificate: Some(config),
             timeout: REQUEST_TIMEOUT,
+            source: None,
         }
     }
 
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
+    }
+
+    pub fn with_source(mut self, source: std::net::IpAddr) -> Self {
+        self.source = Some(source);
+        self
+    }
+
+    async fn connect(&self) -> std::io::Result<TcpStream> {
+        let Some(source) = self.source else { return TcpStream::connect(&self.address).await };
+        let target = tokio::net::lookup_host(&self.address)
+            .await?
+            .next()
+            .ok_or_else(|| std::io::Error::other("the address resolves to nothing"))?;
+        let socket = if target.is_ipv4() {
+            tokio::net::TcpSocket::new_v4()?
+        } else {
+            tokio::net::TcpSocket::new_v6()?
+        };
+        socket.bind(std::net::SocketAddr::new(source, 0))?;
+        socket.connect(target).await
     }
 
     /// Sends `request`, fleet mode first when a fleet root is known.
@@ -156,9 +186,8 @@ impl Endpoint {
         request: &Request<'_>,
         url: &str,
     ) -> Result<Answer, HttpError> {
-        let tcp = TcpStream::connect(&self.address)
-            .await
-            .map_err(|source| HttpError::Connect { url: url.to_string(), source })?;
+        let tcp =
+            self.connect().await.map_err(|source| HttpError::Connect { url: url.to_string(), source })?;
         let _ = tcp.set_nodelay(true);
         let mut tls = TlsConnector::from(config)
             .connect(name, tcp)
@@ -245,10 +274,14 @@ async fn read_answer<S: tokio::io::AsyncRead + Unpin>(
         .nth(1)
         .and_then(|s| s.parse().ok())
         .ok_or_else(|| bad(format!("not an HTTP answer: {status_line:?}")))?;
-    let content_length = lines
+    let headers: Vec<(String, String)> = lines
         .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
+        .collect();
+    let content_length = headers
+        .iter()
         .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.trim().parse::<usize>().ok());
+        .and_then(|(_, v)| v.parse::<usize>().ok());
     let mut body = buf[head_end..].to_vec();
     let wanted = content_length.unwrap_or(usize::MAX).min(MAX_BODY);
     while body.len() < wanted {
@@ -259,7 +292,7 @@ async fn read_answer<S: tokio::io::AsyncRead + Unpin>(
         body.extend_from_slice(&chunk[..n]);
     }
     body.truncate(wanted.min(body.len()));
-    Ok(Answer { status, body })
+    Ok(Answer { status, headers, body })
 }
 
 async fn read_some<S: tokio::io::AsyncRead + Unpin>(

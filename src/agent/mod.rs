@@ -435,7 +435,8 @@ mod tests {
 
     #[test]
     fn enrollments_parse_as_go_would() {
-        let answer = |body: &str| Answer { status: 201, body: body.as_bytes().to_vec() };
+        let answer =
+            |body: &str| Answer { status: 201, body: body.as_bytes().to_vec(), ..Default::default() };
         assert!(parse_enrollment(&answer(r#"{"id":"x","admitted":false}"#)).is_some());
         assert!(parse_enrollment(&answer(r#"{"id":"x"}"#)).is_some());
         assert!(parse_enrollment(&answer(r#"{"id":"","admitted":false}"#)).is_none());
