@@ -326,6 +326,9 @@ pub struct ServeArgs {
     /// How often pending records are counted and expired records and tokens dropped.
     #[arg(long, env = "JANUS_REGISTRATION_MAINTENANCE_EVERY", value_parser = parse_duration, default_value = "60s")]
     pub maintenance_every: Duration,
+    /// Serve Prometheus metrics over plain HTTP here (e.g. 127.0.0.1:9090); off when absent.
+    #[arg(long, env = "JANUS_REGISTRATION_METRICS_LISTEN")]
+    pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
 impl ServeArgs {
@@ -346,6 +349,7 @@ impl ServeArgs {
             }),
             reload_every: self.reload_every.max(Duration::from_millis(100)),
             maintenance_every: self.maintenance_every.max(Duration::from_millis(100)),
+            metrics_listen: self.metrics_listen,
             ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())
         }
     }

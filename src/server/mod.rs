@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod limits;
+pub mod metrics;
 pub mod policy;
 pub mod reload;
 pub mod routes;
@@ -52,6 +53,8 @@ pub struct ServeConfig {
     pub reload_every: Duration,
     /// How often pending records are counted and expired ones forgotten.
     pub maintenance_every: Duration,
+    /// Where to serve Prometheus metrics over plain HTTP; off when `None`.
+    pub metrics_listen: Option<SocketAddr>,
 }
 
 impl ServeConfig {
@@ -68,6 +71,7 @@ impl ServeConfig {
             admission: None,
             reload_every: Duration::from_secs(5),
             maintenance_every: Duration::from_secs(60),
+            metrics_listen: None,
         }
     }
 }
@@ -107,6 +111,7 @@ pub struct App {
     pub limiter: limits::RateLimiter,
     pub pending: limits::PendingCount,
     pub policy: Option<policy::Policy>,
+    pub metrics: metrics::Metrics,
 }
 
 impl App {
@@ -115,6 +120,7 @@ impl App {
     }
 
     pub fn replace_trust(&self, trust: ServedTrust) {
+        self.metrics.bundle_version.set(trust.fleet.bundle_version as i64);
         *self.trust.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(trust);
     }
 
@@ -197,7 +203,10 @@ pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
         limiter: limits::RateLimiter::new(config.limits),
         pending: limits::PendingCount::default(),
         policy,
+        metrics: metrics::Metrics::default(),
     };
+    app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);
+    app.metrics.cert_not_after.set(identity.not_after);
     app.maintain().map_err(StartupError::State)?;
     Ok(Prepared { app: Arc::new(app), cert: Arc::new(tls::CurrentCert::new(identity.certified)), config })
 }
@@ -208,7 +217,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/register/{id}", get(routes::poll))
         .route("/healthz", get(routes::healthz))
         .fallback(routes::not_found)
-        .layer(axum::middleware::from_fn(routes::log_request))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), routes::log_request))
         .with_state(app)
 }
 
@@ -249,8 +258,20 @@ impl Prepared {
             tracing::info!(grace_secs = grace.as_secs(), "shutting down: no new connections");
             on_signal.graceful_shutdown(Some(grace));
         });
+        if let Some(addr) = self.config.metrics_listen {
+            let plain = tokio::net::TcpListener::bind(addr).await?;
+            tracing::info!(metrics_listen = %plain.local_addr()?, "serving metrics over plain HTTP");
+            let metrics = Router::new().route("/metrics", get(routes::metrics)).with_state(self.app.clone());
+            tokio::spawn(async move { axum::serve(plain, metrics).await });
+        }
+        let failures = self.app.clone();
         let mut server = axum_server::from_tcp(listener)?
             .acceptor(acceptor)
+            .accept_error_handler(move |_peer, error| {
+                let reason =
+                    if error.to_string().contains("connection cap") { "connection_cap" } else { "tls" };
+                metrics::Metrics::outcome(&failures.metrics.connection_failures, reason);
+            })
             .handle(handle)
             .http1_only()
             .first_request_timeout(REQUEST_HEAD_TIMEOUT);

@@ -81,7 +81,9 @@ pub async fn run(app: Arc<App>, cert: Arc<CurrentCert>, watched: Watched, every:
         let now = stamp(&cert_files);
         if now != cert_seen {
             cert_seen = now;
-            reload_cert(&cert, &watched).await;
+            if let Some(not_after) = reload_cert(&cert, &watched).await {
+                app.metrics.cert_not_after.set(not_after);
+            }
         }
     }
 }
@@ -108,7 +110,7 @@ async fn reload_fleet(app: &Arc<App>, watched: &Watched) {
     }
 }
 
-async fn reload_cert(cert: &Arc<CurrentCert>, watched: &Watched) {
+async fn reload_cert(cert: &Arc<CurrentCert>, watched: &Watched) -> Option<i64> {
     let (crt, key) = (watched.cert.clone(), watched.key.clone());
     let loaded =
         tokio::task::spawn_blocking(move || ServedIdentity::load(&crt, &key, &super::tls::provider())).await;
@@ -119,10 +121,12 @@ async fn reload_cert(cert: &Arc<CurrentCert>, watched: &Watched) {
                 "reloaded the certificate: used from the next handshake"
             );
             cert.replace(identity.certified);
+            return Some(identity.not_after);
         }
         Ok(Err(e)) => {
             tracing::error!(cause = %e, "refused the changed certificate; still serving the last good one")
         }
         Err(e) => tracing::error!(cause = %e, "certificate reload failed"),
     }
+    None
 }

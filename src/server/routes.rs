@@ -17,6 +17,7 @@ use subtle::ConstantTimeEq;
 
 use super::App;
 use super::error::ApiError;
+use super::metrics::{Metrics, route_of};
 use crate::pki::sha256_hex;
 use crate::protocol::{AnnounceAnswer, Announcement, MAX_BODY};
 use crate::store::{NodeId, NodeRecord};
@@ -30,6 +31,31 @@ pub async fn announce(
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    let answer = announce_or_refuse(&app, peer, headers, body).await;
+    let outcome = match &answer {
+        Ok((true, _)) => "admitted_by_token",
+        Ok((false, _)) => "pending",
+        Err(ApiError::BadRequest(_)) => "refused_bad_request",
+        Err(ApiError::TooLarge) => "refused_too_large",
+        Err(ApiError::Timeout) => "refused_timeout",
+        Err(ApiError::TooMany(_)) => "refused_rate_limited",
+        Err(ApiError::Unavailable(_)) => "refused_pending_cap",
+        Err(_) => "refused_internal",
+    };
+    Metrics::outcome(&app.metrics.announcements, outcome);
+    answer.map(|(admitted, answer)| {
+        tracing::info!(node = %answer.id, admitted, "node announced");
+        (StatusCode::CREATED, Json(answer)).into_response()
+    })
+}
+
+/// The announcement's answer (and whether it admitted), or why it is refused.
+async fn announce_or_refuse(
+    app: &Arc<App>,
+    peer: SocketAddr,
+    headers: HeaderMap,
+    body: Body,
+) -> Result<(bool, AnnounceAnswer), ApiError> {
     app.limiter.check(peer.ip()).map_err(ApiError::TooMany)?;
     let body = read_body(&headers, body).await?;
     let announcement = Announcement::parse(&body)?;
@@ -44,13 +70,7 @@ pub async fn announce(
     let answer = tokio::task::spawn_blocking(move || admit_or_hold(&blocking_app, announcement, peer))
         .await
         .map_err(|e| ApiError::Internal(e.to_string()))??;
-    let answer = AnnounceAnswer { trust: answer.admitted.then(|| trust.trust.clone()), ..answer };
-    if answer.admitted {
-        tracing::info!(node = %answer.id, "node admitted by token");
-    } else {
-        tracing::info!(node = %answer.id, "node announced, pending approval");
-    }
-    Ok((StatusCode::CREATED, Json(answer)).into_response())
+    Ok((answer.admitted, AnnounceAnswer { trust: answer.admitted.then(|| trust.trust.clone()), ..answer }))
 }
 
 /// Consumes the token (durably) before the record says `admitted`, and both
@@ -113,7 +133,19 @@ pub async fn poll(
     Path(id): Path<String>,
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    let id = NodeId::parse(&id).ok_or(ApiError::NotFound)?;
+    let answer = poll_answer(&app, &id, &headers).await;
+    let outcome = match &answer {
+        Ok(r) if r.status() == StatusCode::OK => "admitted",
+        Ok(_) => "pending",
+        Err(ApiError::NotFound) => "unknown",
+        Err(_) => "error",
+    };
+    Metrics::outcome(&app.metrics.polls, outcome);
+    answer
+}
+
+async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+    let id = NodeId::parse(id).ok_or(ApiError::NotFound)?;
     let secret = headers
         .get(header::AUTHORIZATION)
         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
@@ -167,6 +199,13 @@ pub async fn healthz(State(app): State<Arc<App>>) -> Response {
     }
 }
 
+/// `GET /metrics` on the plain-HTTP metrics listener.
+pub async fn metrics(State(app): State<Arc<App>>) -> Response {
+    app.metrics.pending.set(app.pending.get() as i64);
+    let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
+    ([(header::CONTENT_TYPE, content_type)], app.metrics.encode()).into_response()
+}
+
 pub async fn not_found() -> ApiError {
     ApiError::NotFound
 }
@@ -193,13 +232,20 @@ async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
 
 /// One line per request: method, path (with the id), status, latency, peer.
 /// Headers are never logged: the poll secret travels in one.
-pub async fn log_request(request: Request, next: Next) -> Response {
+pub async fn log_request(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
+    let route = route_of(request.extensions().get::<axum::extract::MatchedPath>().map(|m| m.as_str()));
     let method = request.method().clone();
     let path = request.uri().path().to_string();
     let peer =
         request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.to_string()).unwrap_or_default();
     let response = next.run(request).await;
+    let status = response.status().as_u16();
+    app.metrics.requests.get_or_create(&super::metrics::RequestLabels { route, status }).inc();
+    app.metrics
+        .latency
+        .get_or_create(&super::metrics::RouteLabels { route })
+        .observe(started.elapsed().as_secs_f64());
     tracing::info!(
         %method,
         path = %truncate(&path, 128),

@@ -146,8 +146,8 @@ impl Process {
         let sink = log.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                if let Some(addr) = line.split("listen=").nth(1) {
-                    let _ = tx.send(addr.split_whitespace().next().unwrap_or_default().to_string());
+                if let Some(addr) = serving_address(&line) {
+                    let _ = tx.send(addr);
                 }
                 sink.lock().unwrap().push_str(&line);
                 sink.lock().unwrap().push('\n');
@@ -167,6 +167,18 @@ impl Process {
     pub fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
+}
+
+/// The address in the "serving" log line, text or JSON.
+fn serving_address(line: &str) -> Option<String> {
+    if let Some(rest) = line.split("serving listen=").nth(1) {
+        return rest.split_whitespace().next().map(str::to_string);
+    }
+    if line.contains("\"message\":\"serving\"") {
+        let rest = line.split("\"listen\":\"").nth(1)?;
+        return rest.split('"').next().map(str::to_string);
+    }
+    None
 }
 
 impl Drop for Process {

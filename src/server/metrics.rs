@@ -1,0 +1,114 @@
+//! Prometheus metrics (prometheus-client, the Prometheus project's own Rust
+//! client), served on a separate plain-HTTP listener that is off by default.
+//!
+//! Invariants: labels are route templates and outcomes, never ids, names or
+//! anything a client chose, so the number of series is bounded.
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RequestLabels {
+    pub route: &'static str,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabels {
+    pub route: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabels {
+    pub outcome: &'static str,
+}
+
+type LatencyFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
+
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RequestLabels, Counter>,
+    pub latency: LatencyFamily,
+    pub announcements: Family<OutcomeLabels, Counter>,
+    pub polls: Family<OutcomeLabels, Counter>,
+    pub connection_failures: Family<OutcomeLabels, Counter>,
+    pub pending: Gauge,
+    pub cert_not_after: Gauge,
+    pub bundle_version: Gauge,
+}
+
+fn latency_histogram() -> Histogram {
+    // 0.25 ms to about 4 s.
+    Histogram::new(exponential_buckets(0.000_25, 2.0, 15))
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("janus_registration");
+        let requests = Family::<RequestLabels, Counter>::default();
+        let latency: LatencyFamily = Family::new_with_constructor(latency_histogram);
+        let announcements = Family::<OutcomeLabels, Counter>::default();
+        let polls = Family::<OutcomeLabels, Counter>::default();
+        let connection_failures = Family::<OutcomeLabels, Counter>::default();
+        let (pending, cert_not_after, bundle_version) =
+            (Gauge::default(), Gauge::default(), Gauge::default());
+        registry.register("requests", "HTTP requests by route and status", requests.clone());
+        registry.register("request_duration_seconds", "Time to answer a request, by route", latency.clone());
+        registry.register(
+            "announcements",
+            "Announcements by outcome: pending, admitted_by_token, or refused_<reason>",
+            announcements.clone(),
+        );
+        registry.register("polls", "Polls by outcome: pending, admitted, unknown", polls.clone());
+        registry.register(
+            "connection_failures",
+            "Connections that never carried a request: tls (handshake failed or timed out), connection_cap",
+            connection_failures.clone(),
+        );
+        registry.register("pending_records", "Pending node records (as last counted)", pending.clone());
+        registry.register(
+            "certificate_not_after_seconds",
+            "Expiry of the served certificate, Unix seconds",
+            cert_not_after.clone(),
+        );
+        registry.register("bundle_version", "Version of the served fleet bundle", bundle_version.clone());
+        Metrics {
+            registry,
+            requests,
+            latency,
+            announcements,
+            polls,
+            connection_failures,
+            pending,
+            cert_not_after,
+            bundle_version,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn outcome(family: &Family<OutcomeLabels, Counter>, outcome: &'static str) {
+        family.get_or_create(&OutcomeLabels { outcome }).inc();
+    }
+
+    /// The OpenMetrics text.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
+        out
+    }
+}
+
+/// The route template a path belongs to, for labels.
+pub fn route_of(matched: Option<&str>) -> &'static str {
+    match matched {
+        Some("/register") => "/register",
+        Some("/register/{id}") => "/register/{id}",
+        Some("/healthz") => "/healthz",
+        _ => "other",
+    }
+}
