@@ -141,6 +141,9 @@ pub struct SwarmArgs {
     /// Write the report as JSON here too.
     #[arg(long)]
     pub json: Option<PathBuf>,
+    /// The server's pid: report the CPU seconds it spent on each phase (from /proc).
+    #[arg(long)]
+    pub server_pid: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -326,6 +329,10 @@ pub struct ServeArgs {
     /// How often pending records are counted and expired records and tokens dropped.
     #[arg(long, env = "JANUS_REGISTRATION_MAINTENANCE_EVERY", value_parser = parse_duration, default_value = "60s")]
     pub maintenance_every: Duration,
+    /// Keep connections open between requests (closed after 5 s idle), for orchestrator clients;
+    /// by default every answer closes its connection, as nodes never reuse one.
+    #[arg(long, env = "JANUS_REGISTRATION_KEEP_ALIVE")]
+    pub keep_alive: bool,
     /// Serve Prometheus metrics over plain HTTP here (e.g. 127.0.0.1:9090); off when absent.
     #[arg(long, env = "JANUS_REGISTRATION_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -350,6 +357,7 @@ impl ServeArgs {
             reload_every: self.reload_every.max(Duration::from_millis(100)),
             maintenance_every: self.maintenance_every.max(Duration::from_millis(100)),
             metrics_listen: self.metrics_listen,
+            keep_alive: self.keep_alive,
             ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())
         }
     }

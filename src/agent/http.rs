@@ -212,11 +212,14 @@ fn client_config(pem: &[u8]) -> Result<Option<Arc<ClientConfig>>, HttpError> {
             .add(CertificateDer::from(cert.to_vec()))
             .map_err(|e| HttpError::Config(format!("a CA the client cannot use: {e}")))?;
     }
-    let config = ClientConfig::builder_with_provider(crate::server::tls::provider())
+    let mut config = ClientConfig::builder_with_provider(crate::server::tls::provider())
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| HttpError::Config(e.to_string()))?
         .with_root_certificates(roots)
         .with_no_client_auth();
+    // janusd builds a new http.Transport for every request: no session cache,
+    // so every request is a full handshake. So are ours.
+    config.resumption = rustls::client::Resumption::disabled();
     Ok(Some(Arc::new(config)))
 }
 

@@ -24,6 +24,8 @@ pub struct SwarmConfig {
     pub tokens: Vec<String>,
     pub approve_in: Option<PathBuf>,
     pub only_get: Option<String>,
+    /// The server's pid, to report the CPU time it spent on each phase.
+    pub server_pid: Option<u32>,
 }
 
 /// One phase's figures.
@@ -38,6 +40,8 @@ pub struct Phase {
     pub max_ms: f64,
     /// Answers by status, and transport errors as "error".
     pub outcomes: BTreeMap<String, usize>,
+    /// CPU seconds the server spent during the phase (with `--server-pid`).
+    pub server_cpu_seconds: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize, Default)]
@@ -69,10 +73,21 @@ struct Sample {
 }
 
 /// Runs `count` requests, `concurrency` at a time; `make(i)` builds request i.
+/// User plus system CPU seconds of process `pid`, from /proc.
+pub fn cpu_seconds(pid: u32) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let fields: Vec<&str> = stat.rsplit(')').next()?.split_whitespace().collect();
+    // Counted after the command name: utime and stime are the 12th and 13th.
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    // Linux reports them in USER_HZ, 100 on every platform it runs on.
+    Some(ticks / 100.0)
+}
+
 async fn drive<F>(
     endpoint: &Endpoint,
     count: usize,
     concurrency: usize,
+    server_pid: Option<u32>,
     make: F,
 ) -> (Phase, Vec<Option<Sample>>)
 where
@@ -80,6 +95,7 @@ where
 {
     let make = Arc::new(make);
     let next = Arc::new(AtomicUsize::new(0));
+    let cpu_before = server_pid.and_then(cpu_seconds);
     let started = Instant::now();
     let workers: Vec<_> = (0..concurrency.max(1))
         .map(|_| {
@@ -115,6 +131,10 @@ where
         }
     }
     let seconds = started.elapsed().as_secs_f64();
+    let server_cpu_seconds = match (cpu_before, server_pid.and_then(cpu_seconds)) {
+        (Some(before), Some(after)) => Some(after - before),
+        _ => None,
+    };
     let mut latencies: Vec<f64> = samples.iter().flatten().map(|s| s.latency.as_secs_f64() * 1e3).collect();
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| {
@@ -136,6 +156,7 @@ where
         p99_ms: pct(0.99),
         max_ms: latencies.last().copied().unwrap_or(0.0),
         outcomes,
+        server_cpu_seconds,
     };
     (phase, samples)
 }
@@ -144,8 +165,10 @@ pub async fn run(config: SwarmConfig) -> Result<Report, String> {
     let endpoint = Endpoint::new(&config.addr, &config.fleet_root_pem, b"").map_err(|e| e.to_string())?;
     let total_polls = config.nodes * config.polls;
     if let Some(path) = config.only_get.clone() {
-        let (poll, _) =
-            drive(&endpoint, total_polls, config.concurrency, move |_| (path.clone(), vec![], None)).await;
+        let (poll, _) = drive(&endpoint, total_polls, config.concurrency, config.server_pid, move |_| {
+            (path.clone(), vec![], None)
+        })
+        .await;
         return Ok(Report { poll: Some(poll), ..Default::default() });
     }
     // Minted before the clock starts: CA generation is the node's, not the endpoint's, cost.
@@ -167,14 +190,15 @@ pub async fn run(config: SwarmConfig) -> Result<Report, String> {
         .collect::<Result<_, String>>()?;
     let bodies = Arc::new(bodies);
     let for_announce = bodies.clone();
-    let (announce, samples) = drive(&endpoint, config.nodes, config.concurrency, move |i| {
-        (
-            "/register".into(),
-            vec![("Content-Type", "application/json".into())],
-            Some(for_announce[i].0.clone()),
-        )
-    })
-    .await;
+    let (announce, samples) =
+        drive(&endpoint, config.nodes, config.concurrency, config.server_pid, move |i| {
+            (
+                "/register".into(),
+                vec![("Content-Type", "application/json".into())],
+                Some(for_announce[i].0.clone()),
+            )
+        })
+        .await;
     let mut enrolled = Vec::new();
     let mut admitted_in_answer = 0;
     for (i, sample) in samples.into_iter().enumerate() {
@@ -194,7 +218,7 @@ pub async fn run(config: SwarmConfig) -> Result<Report, String> {
     if !enrolled.is_empty() && config.polls > 0 {
         let enrolled = Arc::new(enrolled);
         let count = enrolled.len() * config.polls;
-        let (poll, _) = drive(&endpoint, count, config.concurrency, move |i| {
+        let (poll, _) = drive(&endpoint, count, config.concurrency, config.server_pid, move |i| {
             let (id, secret) = &enrolled[i % enrolled.len()];
             (format!("/register/{id}"), vec![("Authorization", format!("Bearer {secret}"))], None)
         })
@@ -225,6 +249,7 @@ pub async fn run_cli(args: &crate::cli::SwarmArgs) -> Result<String, String> {
         tokens,
         approve_in: args.approve_in.clone(),
         only_get: args.only_get.clone(),
+        server_pid: args.server_pid,
     })
     .await?;
     if let Some(path) = &args.json {

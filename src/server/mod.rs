@@ -55,6 +55,10 @@ pub struct ServeConfig {
     pub maintenance_every: Duration,
     /// Where to serve Prometheus metrics over plain HTTP; off when `None`.
     pub metrics_listen: Option<SocketAddr>,
+    /// Keep connections open between requests (closed after 5 s idle);
+    /// off by default: a node opens a new connection per request and never
+    /// closes the old one, so the server must.
+    pub keep_alive: bool,
 }
 
 impl ServeConfig {
@@ -72,6 +76,7 @@ impl ServeConfig {
             reload_every: Duration::from_secs(5),
             maintenance_every: Duration::from_secs(60),
             metrics_listen: None,
+            keep_alive: false,
         }
     }
 }
@@ -112,11 +117,27 @@ pub struct App {
     pub pending: limits::PendingCount,
     pub policy: Option<policy::Policy>,
     pub metrics: metrics::Metrics,
+    /// The last state-directory check and when it was made: `/healthz` is
+    /// the benchmark's ceiling, so it must not cost a file write per request.
+    health: std::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
 }
 
 impl App {
     pub fn trust(&self) -> Arc<ServedTrust> {
         self.trust.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
+    /// Whether the state directory takes new files, checked at most once a second.
+    pub fn state_writable(&self) -> Result<(), String> {
+        let mut last = self.health.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, result)) = last.as_ref()
+            && at.elapsed() < Duration::from_secs(1)
+        {
+            return result.clone();
+        }
+        let result = self.store.check_writable().map_err(|e| e.to_string());
+        *last = Some((std::time::Instant::now(), result.clone()));
+        result
     }
 
     pub fn replace_trust(&self, trust: ServedTrust) {
@@ -204,10 +225,10 @@ pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
         pending: limits::PendingCount::default(),
         policy,
         metrics: metrics::Metrics::default(),
+        health: std::sync::Mutex::new(None),
     };
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);
     app.metrics.cert_not_after.set(identity.not_after);
-    app.maintain().map_err(StartupError::State)?;
     Ok(Prepared { app: Arc::new(app), cert: Arc::new(tls::CurrentCert::new(identity.certified)), config })
 }
 
@@ -278,7 +299,7 @@ impl Prepared {
         server
             .http_builder()
             .http1()
-            .keep_alive(false)
+            .keep_alive(self.config.keep_alive)
             .max_buf_size(MAX_HEAD_BYTES)
             .header_read_timeout(Some(REQUEST_HEAD_TIMEOUT));
         tracing::info!(listen = %local, "serving");
@@ -290,10 +311,14 @@ impl Prepared {
     }
 }
 
-/// Runs [`App::maintain`] every `every`, off the async workers.
+/// Runs [`App::maintain`] at once (not before serving: a large state must
+/// not delay startup) and then every `every`, off the async workers.
 async fn maintenance(app: Arc<App>, every: Duration) {
+    let mut first = true;
     loop {
-        tokio::time::sleep(every).await;
+        if !std::mem::take(&mut first) {
+            tokio::time::sleep(every).await;
+        }
         let app = app.clone();
         match tokio::task::spawn_blocking(move || app.maintain()).await {
             Ok(Ok(())) => {}

@@ -39,9 +39,24 @@ pub async fn run(app: Arc<App>, cert: Arc<CurrentCert>, watched: Watched, every:
     let fleet_files = vec![watched.fleet.join("root.crt"), watched.fleet.join("bundle.json")];
     let cert_files = vec![watched.cert.clone(), watched.key.clone()];
     let (hint, mut hints) = tokio::sync::mpsc::channel::<()>(1);
-    // Watch the directories: atomic renames replace the files' inodes.
-    let watcher = notify::recommended_watcher(move |_event: notify::Result<notify::Event>| {
-        let _ = hint.try_send(());
+    // Watch the directories (atomic renames replace the files' inodes), and
+    // wake up only for events about our files, or their temp files.
+    let names: Vec<std::ffi::OsString> =
+        fleet_files.iter().chain(&cert_files).filter_map(|p| p.file_name().map(|n| n.to_owned())).collect();
+    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        let ours = match &event {
+            Ok(event) => event.paths.iter().any(|p| {
+                p.file_name().is_some_and(|n| {
+                    names
+                        .iter()
+                        .any(|name| n == name || n.to_string_lossy().contains(&*name.to_string_lossy()))
+                })
+            }),
+            Err(_) => true,
+        };
+        if ours {
+            let _ = hint.try_send(());
+        }
     });
     let _watcher = match watcher {
         Ok(mut w) => {

@@ -179,6 +179,11 @@ impl Store {
         Ok(())
     }
 
+    /// Whether the trust went out to `id` already.
+    pub fn was_delivered(&self, id: &NodeId) -> bool {
+        self.marker("delivered", id).exists()
+    }
+
     /// True the first time the trust goes out to `id` (across processes).
     pub fn first_delivery(&self, id: &NodeId) -> io::Result<bool> {
         let path = self.marker("delivered", id);

@@ -1,0 +1,328 @@
+#!/usr/bin/env python3
+"""The benchmark behind scripts/bench.sh (Python's standard library only).
+
+Drives each server with `janus-registration agent swarm`: simulated nodes that
+behave as janusd does on the wire (a new TLS connection per request, full
+handshakes, fleet-mode checks). Client and server share this machine.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def proc_status(pid, field):
+    """A /proc/PID/status field in KiB (VmRSS, VmHWM)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def cpu_seconds(pid):
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+class Server:
+    def __init__(self, kind, proc, addr, log):
+        self.kind, self.proc, self.addr, self.log = kind, proc, addr, log
+
+    @property
+    def pid(self):
+        return self.proc.pid
+
+    def stop(self):
+        peak = proc_status(self.pid, "VmHWM")
+        self.proc.terminate()
+        try:
+            self.proc.wait(10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        return peak
+
+
+class Bench:
+    def __init__(self, args):
+        self.args = args
+        self.bin = os.path.abspath(args.bin)
+        self.work = tempfile.mkdtemp(prefix="janus-bench-")
+        self.run([self.bin, "certs", "fleet", "--out", self.path("fleet"), "--name", "Bench fleet"])
+        self.run([self.bin, "certs", "controller", "--fleet", self.path("fleet"), "--out", self.path("controller"),
+                  "--san", "127.0.0.1"])
+        self.root = self.path("fleet/root.crt")
+
+    def path(self, *parts):
+        return os.path.join(self.work, *parts)
+
+    def run(self, cmd, **kw):
+        return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
+
+    def state(self, name, tokens=None):
+        d = self.path(name)
+        os.makedirs(os.path.join(d, "nodes"))
+        os.makedirs(os.path.join(d, "approved"))
+        if tokens is not None:
+            with open(os.path.join(d, "tokens"), "w") as f:
+                f.write("".join(t + "\n" for t in tokens))
+        return d
+
+    def start_ours(self, state, extra=()):
+        log = open(self.path(f"ours-{os.path.basename(state)}.log"), "w+")
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            [self.bin, "serve", "--listen", "127.0.0.1:0", "--fleet", self.path("fleet"),
+             "--cert", self.path("controller.crt"), "--key", self.path("controller.key"), "--state", state,
+             "--rate-burst", "100000000", "--max-pending", "100000000", *extra],
+            stdout=subprocess.DEVNULL, stderr=log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            with open(log.name) as f:
+                for line in f:
+                    if "serving listen=" in line:
+                        addr = line.split("serving listen=")[1].split()[0]
+                        server = Server("ours", proc, addr, log)
+                        server.startup_seconds = time.monotonic() - started
+                        return server
+            if proc.poll() is not None:
+                sys.exit(f"bench: our server did not start: {open(log.name).read()}")
+            time.sleep(0.005)
+        sys.exit("bench: our server did not start in 30 s")
+
+    def start_reference(self, state):
+        port = free_port()
+        log = open(self.path(f"ref-{os.path.basename(state)}.log"), "w+")
+        proc = subprocess.Popen(
+            [sys.executable, self.args.reference, "--listen", f"127.0.0.1:{port}", "--fleet", self.path("fleet"),
+             "--cert", self.path("controller.crt"), "--key", self.path("controller.key"), "--state", state],
+            stdout=log, stderr=log)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                return Server("reference", proc, f"127.0.0.1:{port}", log)
+            except OSError:
+                time.sleep(0.05)
+        sys.exit("bench: the reference did not start")
+
+    def swarm(self, server, nodes, polls, concurrency, extra=()):
+        out = self.path(f"swarm-{time.monotonic_ns()}.json")
+        self.run([self.bin, "agent", "swarm", "--addr", server.addr, "--fleet-root", self.root,
+                  "--nodes", str(nodes), "--polls", str(polls), "--concurrency", str(concurrency),
+                  "--server-pid", str(server.pid), "--json", out, *extra])
+        with open(out) as f:
+            return json.load(f)
+
+
+def phase_summary(phase):
+    if not phase:
+        return None
+    cpu = phase.get("server_cpu_seconds")
+    return {
+        "per_second": round(phase["per_second"], 1),
+        "p50_ms": round(phase["p50_ms"], 2),
+        "p99_ms": round(phase["p99_ms"], 2),
+        "max_ms": round(phase["max_ms"], 2),
+        "cpu_s_per_1000": round(cpu / phase["requests"] * 1000, 3) if cpu is not None else None,
+        "outcomes": phase["outcomes"],
+        "requests": phase["requests"],
+    }
+
+
+def measure(bench, kind, sizes):
+    """Every figure for one server kind."""
+    start = bench.start_ours if kind == "ours" else bench.start_reference
+    result = {}
+    # Tokenless announcements, then polls while pending.
+    state = bench.state(f"{kind}-main")
+    server = start(state)
+    report = bench.swarm(server, sizes["nodes"], sizes["polls"], sizes["concurrency"])
+    result["announce_tokenless"] = phase_summary(report["announce"])
+    result["poll_pending"] = phase_summary(report["poll"])
+    # Polls once admitted (approval files made between the phases).
+    report = bench.swarm(server, sizes["nodes"] // 4, sizes["polls"] * 4, sizes["concurrency"],
+                         ["--approve-in", state])
+    result["poll_admitted"] = phase_summary(report["poll"])
+    # Polls at rising concurrency: where does p99 pass 1 s?
+    result["poll_p99_by_concurrency"] = {}
+    for level in sizes["levels"]:
+        report = bench.swarm(server, max(level, 16), max(2, sizes["sweep_requests"] // max(level, 16)), level)
+        result["poll_p99_by_concurrency"][str(level)] = phase_summary(report["poll"])
+    result["peak_rss_mib"] = round((server.stop() or 0) / 1024, 1)
+
+    # Announcements with tokens, against a large tokens file.
+    tokens = [f"bench-token-{i:07d}-{os.urandom(6).hex()}" for i in range(sizes["token_file"])]
+    state = bench.state(f"{kind}-tokens", tokens)
+    used = tokens[: sizes["token_nodes"]]
+    token_list = bench.path(f"{kind}-token-list")
+    with open(token_list, "w") as f:
+        f.write("\n".join(used) + "\n")
+    server = start(state)
+    report = bench.swarm(server, sizes["token_nodes"], 0, sizes["concurrency"], ["--tokens", token_list])
+    server.stop()
+    result["announce_token"] = phase_summary(report["announce"])
+    result["announce_token"]["admitted_in_answer"] = report["admitted_in_answer"]
+    with open(os.path.join(state, "tokens")) as f:
+        left = f.read().split()
+    result["announce_token"]["tokens_file_exact"] = (
+        left == tokens[sizes["token_nodes"]:] and report["admitted_in_answer"] == sizes["token_nodes"])
+    return result
+
+
+def keep_alive(bench, sizes):
+    """wrk over keep-alive connections (orchestrator clients), ours with --keep-alive."""
+    if not shutil.which("wrk"):
+        return {"skipped": "wrk is not installed (apt-get install wrk)"}
+    out = {}
+    server = bench.start_ours(bench.state("ours-keepalive"), ["--keep-alive"])
+    for name, path in [("healthz", "/healthz")]:
+        run = subprocess.run(["wrk", "-t2", "-c16", f"-d{sizes['wrk_seconds']}s", "--latency",
+                              f"https://{server.addr}{path}"], capture_output=True, text=True)
+        for line in run.stdout.splitlines():
+            if line.startswith("Requests/sec:"):
+                out[name] = float(line.split()[1])
+    server.stop()
+    return out
+
+
+def ceiling(bench, sizes):
+    server = bench.start_ours(bench.state("ceiling"))
+    report = bench.swarm(server, sizes["nodes"], sizes["polls"], sizes["concurrency"], ["--only-get", "/healthz"])
+    server.stop()
+    return phase_summary(report["poll"])
+
+
+def many_records(bench, sizes):
+    """Startup, `nodes list`, RSS and poll rate with a large state directory."""
+    ca = bench.path("scale-ca")
+    bench.run([bench.bin, "certs", "node-ca", "--name", "scale", "--out", ca])
+    with open(ca + ".crt") as f:
+        pem = f.read()
+    state = bench.state("ours-scale")
+    nodes = os.path.join(state, "nodes")
+    for i in range(sizes["records"]):
+        node_id = os.urandom(16).hex()
+        with open(os.path.join(nodes, node_id + ".json"), "w") as f:
+            json.dump({"id": node_id, "name": f"scale-{i}", "address": "10.0.0.1:9505", "ca_cert_pem": pem,
+                       "admitted": False, "poll_secret_sha256": "0" * 64, "ca_sha256": "0" * 64,
+                       "announced_at": "2026-11-29T00:00:00Z", "peer_address": "10.0.0.1:40000"}, f, indent=2)
+    out = {"records": sizes["records"]}
+    server = bench.start_ours(state)
+    out["startup_seconds"] = round(server.startup_seconds, 3)
+    report = bench.swarm(server, 100, sizes["polls"] * 10, sizes["concurrency"])
+    out["poll"] = phase_summary(report["poll"])
+    out["rss_mib_serving"] = round((proc_status(server.pid, "VmRSS") or 0) / 1024, 1)
+    out["peak_rss_mib"] = round((server.stop() or 0) / 1024, 1)
+    started = time.monotonic()
+    listed = subprocess.run([bench.bin, "nodes", "list", "--json", "--state", state], capture_output=True, check=True)
+    out["nodes_list_seconds"] = round(time.monotonic() - started, 3)
+    out["nodes_listed"] = listed.stdout.count(b"\n") + 1
+    # The same poll load with ~100 records, for the ratio.
+    small = bench.start_ours(bench.state("ours-small"))
+    report = bench.swarm(small, 100, sizes["polls"] * 10, sizes["concurrency"])
+    small.stop()
+    out["poll_with_100_records"] = phase_summary(report["poll"])
+    return out
+
+
+def ratio(a, b):
+    return round(a / b, 2) if a and b else None
+
+
+def main():
+    p = argparse.ArgumentParser()
+    p.add_argument("--bin", required=True)
+    p.add_argument("--reference", help="registration-server.py, to measure side by side")
+    p.add_argument("--quick", action="store_true", help="small sizes: checks the benchmark runs, measures little")
+    p.add_argument("--out", default="bench-results.json")
+    args = p.parse_args()
+    sizes = (
+        dict(nodes=100, polls=5, concurrency=16, token_file=2000, token_nodes=100, levels=[16],
+             sweep_requests=400, records=2000, wrk_seconds=1)
+        if args.quick else
+        dict(nodes=1000, polls=10, concurrency=16, token_file=100_000, token_nodes=1000, levels=[16, 64, 256],
+             sweep_requests=6000, records=100_000, wrk_seconds=5)
+    )
+    bench = Bench(args)
+    results = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": f"{os.cpu_count()} cores, {platform.machine()}, {platform.release()}",
+        "sizes": sizes,
+        "ours": measure(bench, "ours", sizes),
+        "ceiling_healthz": ceiling(bench, sizes),
+        "keep_alive_wrk": keep_alive(bench, sizes),
+        "scale": many_records(bench, sizes),
+    }
+    if args.reference:
+        results["reference"] = measure(bench, "reference", sizes)
+    with open(args.out, "w") as f:
+        json.dump(results, f, indent=2)
+    print_table(results)
+    print(f"\n(JSON: {args.out}; work files: {bench.work})")
+    shutil.rmtree(bench.work, ignore_errors=True)
+
+
+def print_table(r):
+    ours, ref, ceil = r["ours"], r.get("reference"), r["ceiling_healthz"]
+
+    def row(label, key, field, ceiling_value=None):
+        o = ours[key][field] if ours.get(key) else None
+        f = ref[key][field] if ref and ref.get(key) else None
+        cells = [label, fmt(o), fmt(f), fmt(ratio(o, f)), fmt(ceiling_value), fmt(ratio(o, ceiling_value))]
+        print("| " + " | ".join(cells) + " |")
+
+    print(f"Benchmark {r['date']} on {r['machine']}; client and server share the machine.\n")
+    print("| metric | ours | reference | ours/reference | ceiling (/healthz) | ours/ceiling |")
+    print("|---|---|---|---|---|---|")
+    row("announcements/s, tokenless (fsync'd record)", "announce_tokenless", "per_second")
+    row(f"announcements/s, with tokens ({r['sizes']['token_file']}-token file)", "announce_token", "per_second")
+    row("polls/s, pending (new TLS connection each)", "poll_pending", "per_second", ceil["per_second"])
+    row("polls/s, admitted (trust in the answer)", "poll_admitted", "per_second", ceil["per_second"])
+    row("poll p50 ms, pending", "poll_pending", "p50_ms", ceil["p50_ms"])
+    row("poll p99 ms, pending", "poll_pending", "p99_ms", ceil["p99_ms"])
+    row("announce p99 ms, tokenless", "announce_tokenless", "p99_ms")
+    row("server CPU s per 1,000 announcements", "announce_tokenless", "cpu_s_per_1000")
+    row("server CPU s per 1,000 polls", "poll_pending", "cpu_s_per_1000", ceil["cpu_s_per_1000"])
+    o_rss, f_rss = ours["peak_rss_mib"], (ref or {}).get("peak_rss_mib")
+    print(f"| peak RSS MiB | {fmt(o_rss)} | {fmt(f_rss)} | {fmt(ratio(o_rss, f_rss))} | | |")
+    print(f"\nTokens file exact after the token run: ours {ours['announce_token']['tokens_file_exact']}"
+          + (f", reference {ref['announce_token']['tokens_file_exact']}" if ref else ""))
+    print("\nPoll p99 (ms) by concurrency:")
+    for level, phase in ours["poll_p99_by_concurrency"].items():
+        other = ref["poll_p99_by_concurrency"][level]["p99_ms"] if ref else None
+        print(f"  {level:>4}: ours {fmt(phase['p99_ms'])}  reference {fmt(other)}")
+    s = r["scale"]
+    print(f"\nWith {s['records']} node records: startup {s['startup_seconds']} s, `nodes list` {s['nodes_list_seconds']} s,"
+          f" RSS serving {s['rss_mib_serving']} MiB, polls/s {s['poll']['per_second']}"
+          f" vs {s['poll_with_100_records']['per_second']} with ~100 records")
+    print(f"Keep-alive (wrk, ours with --keep-alive, GET /healthz): {r['keep_alive_wrk']}")
+
+
+def fmt(v):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:,.2f}" if v < 100 else f"{v:,.0f}"
+    return str(v)
+
+
+if __name__ == "__main__":
+    main()

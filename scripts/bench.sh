@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# The benchmark: our serve, the Python reference (with --reference), and the
+# ceiling (our TLS and connection handling answering /healthz, no state work),
+# under the same load, in one run. Prints one table; writes the numbers as JSON.
+#
+#   scripts/bench.sh [--quick] [--reference ../shared/reference/registration-server.py] [--out bench-results.json]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --release --locked --quiet
+exec python3 scripts/bench.py --bin target/release/janus-registration "$@"
