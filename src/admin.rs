@@ -111,8 +111,9 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
     let store = open(state)?;
     match command {
         NodesCommand::List(args) => {
-            let (records, problems) = store.list_records().map_err(|e| e.to_string())?;
-            let mut views: Vec<NodeView> = records.iter().map(|r| view(&store, r)).collect();
+            let mut views: Vec<NodeView> = Vec::new();
+            let problems =
+                store.scan(|_, r: NodeRecord| views.push(view(&store, &r))).map_err(|e| e.to_string())?;
             let wanted = |s: NodeState| match (args.pending, args.admitted, args.rejected) {
                 (false, false, false) => true,
                 (p, a, r) => {

@@ -148,30 +148,18 @@ impl App {
     /// Counts pending records, forgets those older than the limit, and drops
     /// expired tokens: the periodic work that keeps the state bounded.
     pub fn maintain(&self) -> std::io::Result<()> {
-        let (records, _) = self.store.list_records()?;
         let now = crate::store::tokens::now_unix();
         let max_age = self.limits.pending_max_age.as_secs() as i64;
         let mut pending = 0;
-        for record in records {
-            if self.store.state_of(&record) != crate::store::NodeState::Pending {
-                continue;
-            }
-            let Some(id) = crate::store::NodeId::parse(&record.id) else { continue };
-            let announced = record
-                .announced_at
-                .as_deref()
-                .and_then(|t| {
-                    time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-                })
-                .map(|t| t.unix_timestamp())
-                .or_else(|| modified_unix(&self.store.record_path(&id)));
+        for (id, announced) in self.store.pending_ages()? {
+            let announced = announced.or_else(|| modified_unix(&self.store.record_path(&id)));
             if announced.is_some_and(|t| now - t > max_age) {
                 self.store.forget(&id)?;
                 self.store.audit.record(
                     "forgotten",
-                    serde_json::json!({"id": record.id, "by": "expiry", "reason": "pending longer than the limit"}),
+                    serde_json::json!({"id": id.as_str(), "by": "expiry", "reason": "pending longer than the limit"}),
                 )?;
-                tracing::info!(node = %record.id, "forgot a pending node past the age limit");
+                tracing::info!(node = %id, "forgot a pending node past the age limit");
             } else {
                 pending += 1;
             }
@@ -315,13 +303,21 @@ impl Prepared {
 /// not delay startup) and then every `every`, off the async workers.
 async fn maintenance(app: Arc<App>, every: Duration) {
     let mut first = true;
+    let mut first_logged = true;
     loop {
         if !std::mem::take(&mut first) {
             tokio::time::sleep(every).await;
         }
         let app = app.clone();
-        match tokio::task::spawn_blocking(move || app.maintain()).await {
-            Ok(Ok(())) => {}
+        let started = std::time::Instant::now();
+        match tokio::task::spawn_blocking(move || app.maintain().map(|()| app.pending.get())).await {
+            Ok(Ok(pending)) => {
+                let ms = started.elapsed().as_millis() as u64;
+                tracing::debug!(pending, ms, "state scanned");
+                if std::mem::take(&mut first_logged) {
+                    tracing::info!(pending, ms, "state scanned: pending records counted");
+                }
+            }
             Ok(Err(e)) => tracing::error!(cause = %e, "state maintenance failed"),
             Err(e) => tracing::error!(cause = %e, "state maintenance panicked"),
         }

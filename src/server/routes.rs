@@ -98,28 +98,23 @@ fn admit_or_hold(
         extra: Default::default(),
     };
     app.store.write_record(&record)?;
-    let audit = &app.store.audit;
-    audit.record(
-        "announced",
-        json!({
-            "id": record.id, "name": record.name, "address": record.address,
-            "peer_address": record.peer_address, "ca_sha256": record.ca_sha256,
-            "token_presented": !token.is_empty(),
-        }),
-    )?;
+    let announced = json!({
+        "id": record.id, "name": record.name, "address": record.address,
+        "peer_address": record.peer_address, "ca_sha256": record.ca_sha256,
+        "token_presented": !token.is_empty(),
+    });
     if admitted {
         app.store.approve(&id, "token", "")?;
         app.store.first_delivery(&id)?;
         let fingerprint = crate::store::audit::token_fingerprint(&token);
-        audit.record(
-            "admitted",
-            json!({"id": record.id, "by": "token", "token_sha256_prefix": fingerprint}),
-        )?;
-        audit.record(
-            "trust_delivered",
-            json!({"id": record.id, "bundle_version": app.trust().fleet.bundle_version}),
-        )?;
+        let version = app.trust().fleet.bundle_version;
+        app.store.audit.record_all(&[
+            ("announced", announced),
+            ("admitted", json!({"id": record.id, "by": "token", "token_sha256_prefix": fingerprint})),
+            ("trust_delivered", json!({"id": record.id, "bundle_version": version})),
+        ])?;
     } else {
+        app.store.audit.record("announced", announced)?;
         app.pending.bump();
         if let Some(policy) = &app.policy {
             policy.submit(record.clone());

@@ -22,7 +22,8 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         file.write_all(bytes)?;
         // The umask may have narrowed the mode asked for at creation.
         file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.sync_all()?;
+        // Data and size; the name is made durable by the directory's fsync.
+        file.sync_data()?;
         fs::rename(&temp, path)?;
         sync_dir(dir)
     })();

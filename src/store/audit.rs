@@ -33,14 +33,23 @@ impl Audit {
 
     /// Appends `{"at", "event", ...fields}` durably.
     pub fn record(&self, event: &str, fields: Value) -> io::Result<()> {
-        let mut line = Map::new();
-        line.insert("at".into(), json!(crate::clock::now_rfc3339()));
-        line.insert("event".into(), json!(event));
-        if let Value::Object(fields) = fields {
-            line.extend(fields);
+        self.record_all(&[(event, fields)])
+    }
+
+    /// Appends several events with one write and one `fsync`.
+    pub fn record_all(&self, events: &[(&str, Value)]) -> io::Result<()> {
+        let at = crate::clock::now_rfc3339();
+        let mut bytes = Vec::new();
+        for (event, fields) in events {
+            let mut line = Map::new();
+            line.insert("at".into(), json!(at));
+            line.insert("event".into(), json!(event));
+            if let Value::Object(fields) = fields {
+                line.extend(fields.clone());
+            }
+            serde_json::to_writer(&mut bytes, &Value::Object(line)).map_err(io::Error::other)?;
+            bytes.push(b'\n');
         }
-        let mut bytes = serde_json::to_vec(&Value::Object(line)).map_err(io::Error::other)?;
-        bytes.push(b'\n');
         let existed = self.path.exists();
         let mut file = OpenOptions::new()
             .append(true)

@@ -200,36 +200,72 @@ impl Store {
     }
 
     pub fn state_of(&self, record: &NodeRecord) -> NodeState {
-        match NodeId::parse(&record.id) {
+        self.state_of_parts(&record.id, record.admitted)
+    }
+
+    fn state_of_parts(&self, id: &str, admitted: bool) -> NodeState {
+        match NodeId::parse(id) {
             Some(id) if self.is_rejected(&id) => NodeState::Rejected,
             Some(id) if self.is_approved(&id) => NodeState::Admitted,
-            _ if record.admitted => NodeState::Admitted,
+            _ if admitted => NodeState::Admitted,
             _ => NodeState::Pending,
         }
     }
 
-    /// Every whole record in `nodes/` (temp files skipped; unreadable ones reported).
-    pub fn list_records(&self) -> io::Result<(Vec<NodeRecord>, Vec<String>)> {
+    /// Calls `each` with every record in `nodes/` that parses as `T`, one at a
+    /// time (temp files skipped): a state of 100,000 records is never held in
+    /// memory at once. Returns the unreadable ones' errors.
+    pub fn scan<T: serde::de::DeserializeOwned>(
+        &self,
+        mut each: impl FnMut(NodeId, T),
+    ) -> io::Result<Vec<String>> {
         let dir = self.dir.join("nodes");
-        let mut records = Vec::new();
         let mut problems = Vec::new();
         for entry in fs::read_dir(&dir).map_err(|e| atomic::with_path(e, &dir))? {
             let entry = entry.map_err(|e| atomic::with_path(e, &dir))?;
-            let name = entry.file_name().to_string_lossy().to_string();
-            let Some(id) = name.strip_suffix(".json").and_then(NodeId::parse) else { continue };
-            match self.read_record(&id) {
-                Ok(Some(record)) => records.push(record),
-                Ok(None) => {}
-                Err(e) => problems.push(e.to_string()),
+            let name = entry.file_name();
+            let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(NodeId::parse) else {
+                continue;
+            };
+            match fs::read(entry.path()) {
+                Ok(bytes) => match serde_json::from_slice(&bytes) {
+                    Ok(record) => each(id, record),
+                    Err(e) => problems.push(format!("{}: {e}", entry.path().display())),
+                },
+                // Forgotten between the listing and the read.
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => problems.push(format!("{}: {e}", entry.path().display())),
             }
         }
+        Ok(problems)
+    }
+
+    /// Every whole record in `nodes/`, and the unreadable ones' errors.
+    pub fn list_records(&self) -> io::Result<(Vec<NodeRecord>, Vec<String>)> {
+        let mut records = Vec::new();
+        let problems = self.scan(|_, record: NodeRecord| records.push(record))?;
         Ok((records, problems))
     }
 
-    /// Counts pending records (for the pending cap): a directory scan.
-    pub fn count_pending(&self) -> io::Result<usize> {
-        let (records, _) = self.list_records()?;
-        Ok(records.iter().filter(|r| self.state_of(r) == NodeState::Pending).count())
+    /// Pending records as `(id, announced_at Unix seconds)`, without holding
+    /// the records: what the pending cap and the age limit need.
+    pub fn pending_ages(&self) -> io::Result<Vec<(NodeId, Option<i64>)>> {
+        #[derive(Deserialize)]
+        struct Summary {
+            #[serde(default)]
+            admitted: bool,
+            #[serde(default)]
+            announced_at: Option<String>,
+        }
+        let rfc3339 = &time::format_description::well_known::Rfc3339;
+        let mut pending = Vec::new();
+        self.scan(|id, s: Summary| {
+            if self.state_of_parts(id.as_str(), s.admitted) == NodeState::Pending {
+                let at = s.announced_at.and_then(|t| time::OffsetDateTime::parse(&t, rfc3339).ok());
+                pending.push((id, at.map(|t| t.unix_timestamp())));
+            }
+        })?;
+        Ok(pending)
     }
 
     /// Whether new files can be created in the state directory.

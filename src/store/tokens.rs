@@ -15,7 +15,7 @@
 //! one durable rewrite, so a mass boot against a large file costs one
 //! rewrite per batch, not one per node.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::fs::{self, File, OpenOptions};
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
@@ -139,50 +139,65 @@ impl Tokens {
         }
     }
 
-    /// One locked read-modify-write of both files for a whole batch.
+    /// One locked read-modify-write of both files for a whole batch. The
+    /// tokens stay slices of the file's text: a mass boot against a file of
+    /// 100,000 tokens must not allocate 100,000 strings per batch.
     fn consume_batch(&self, wanted: &[&str], audit: &Audit) -> io::Result<Vec<bool>> {
         let _lock = self.lock()?;
-        let Some(mut book) = self.read()? else { return Ok(vec![false; wanted.len()]) };
+        let text = match fs::read_to_string(&self.path) {
+            Ok(text) => text,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![false; wanted.len()]),
+            Err(e) => return Err(with_path(e, &self.path)),
+        };
+        let mut meta = self.read_meta()?;
         let now = now_unix();
-        let mut expired = self.take_expired(&mut book, now);
-        let mut positions: HashMap<&str, Vec<usize>> = HashMap::new();
-        for (i, t) in book.tokens.iter().enumerate().rev() {
-            positions.entry(t.as_str()).or_default().push(i);
+        let expired: HashSet<String> =
+            meta.iter().filter(|(_, m)| m.expired(now)).map(|(h, _)| h.clone()).collect();
+        let mut asked: HashMap<&str, VecDeque<usize>> = HashMap::new();
+        for (i, token) in wanted.iter().enumerate() {
+            asked.entry(token).or_default().push_back(i);
         }
-        let mut removed = vec![false; book.tokens.len()];
+        let mut found = vec![false; wanted.len()];
+        let mut dropped: HashSet<usize> = HashSet::new();
+        let mut expired_fingerprints = Vec::new();
         let mut meta_changed = !expired.is_empty();
-        let mut found = Vec::with_capacity(wanted.len());
-        for token in wanted {
-            let Some(&i) = positions.get(token).and_then(|p| p.last()) else {
-                found.push(false);
+        let offset = |t: &str| t.as_ptr() as usize - text.as_ptr() as usize;
+        for token in text.split_whitespace() {
+            if !expired.is_empty() && expired.contains(&sha256_hex(token.as_bytes())) {
+                dropped.insert(offset(token));
+                expired_fingerprints.push(token_fingerprint(token));
                 continue;
-            };
+            }
+            let Some(requests) = asked.get_mut(token).filter(|r| !r.is_empty()) else { continue };
             let hash = sha256_hex(token.as_bytes());
-            match book.meta.get_mut(&hash) {
-                Some(meta) if meta.uses_left.is_some_and(|n| n > 1) => {
-                    meta.uses_left = meta.uses_left.map(|n| n - 1);
-                    meta_changed = true;
-                }
-                other => {
-                    if other.is_some() {
-                        book.meta.remove(&hash);
+            // Each request takes one use; the last use removes the token.
+            while let Some(i) = requests.pop_front() {
+                found[i] = true;
+                match meta.get_mut(&hash) {
+                    Some(m) if m.uses_left.is_some_and(|n| n > 1) => {
+                        m.uses_left = m.uses_left.map(|n| n - 1);
                         meta_changed = true;
                     }
-                    positions.get_mut(token).and_then(Vec::pop);
-                    removed[i] = true;
+                    entry => {
+                        if entry.is_some() {
+                            meta.remove(&hash);
+                            meta_changed = true;
+                        }
+                        dropped.insert(offset(token));
+                        break;
+                    }
                 }
             }
-            found.push(true);
         }
-        if removed.iter().any(|&r| r) || !expired.is_empty() {
-            let kept: Vec<&str> =
-                book.tokens.iter().zip(&removed).filter(|(_, r)| !**r).map(|(t, _)| t.as_str()).collect();
+        meta.retain(|h, _| !expired.contains(h));
+        if !dropped.is_empty() {
+            let kept: Vec<&str> = text.split_whitespace().filter(|t| !dropped.contains(&offset(t))).collect();
             self.write_tokens(&kept)?;
         }
         if meta_changed {
-            self.write_meta(&book.meta)?;
+            self.write_meta(&meta)?;
         }
-        for fingerprint in expired.drain(..) {
+        for fingerprint in expired_fingerprints {
             audit.record("token_expired", json!({"token_sha256_prefix": fingerprint}))?;
         }
         Ok(found)
@@ -296,13 +311,17 @@ impl Tokens {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(with_path(e, &self.path)),
         };
-        let meta = match fs::read(&self.meta_path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), &self.meta_path))?,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => BTreeMap::new(),
-            Err(e) => return Err(with_path(e, &self.meta_path)),
-        };
+        let meta = self.read_meta()?;
         Ok(Some(Book { tokens: text.split_whitespace().map(str::to_string).collect(), meta }))
+    }
+
+    fn read_meta(&self) -> io::Result<BTreeMap<String, TokenMeta>> {
+        match fs::read(&self.meta_path) {
+            Ok(bytes) => serde_json::from_slice(&bytes)
+                .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), &self.meta_path)),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+            Err(e) => Err(with_path(e, &self.meta_path)),
+        }
     }
 
     fn write_tokens(&self, tokens: &[&str]) -> io::Result<()> {
