@@ -194,13 +194,20 @@ def measure(bench, kind, sizes):
         f.write("\n".join(used) + "\n")
     server = start(state)
     report = bench.swarm(server, sizes["token_nodes"], 0, sizes["concurrency"], ["--tokens", token_list])
-    server.stop()
     result["announce_token"] = phase_summary(report["announce"])
     result["announce_token"]["admitted_in_answer"] = report["admitted_in_answer"]
+    # A mass boot: the next tokens, 64 nodes at a time.
+    burst = tokens[sizes["token_nodes"]: 2 * sizes["token_nodes"]]
+    with open(token_list, "w") as f:
+        f.write("\n".join(burst) + "\n")
+    report = bench.swarm(server, sizes["token_nodes"], 0, 64, ["--tokens", token_list])
+    server.stop()
+    result["announce_token_64"] = phase_summary(report["announce"])
     with open(os.path.join(state, "tokens")) as f:
         left = f.read().split()
     result["announce_token"]["tokens_file_exact"] = (
-        left == tokens[sizes["token_nodes"]:] and report["admitted_in_answer"] == sizes["token_nodes"])
+        left == tokens[2 * sizes["token_nodes"]:]
+        and result["announce_token"]["outcomes"].get("201") == sizes["token_nodes"])
     return result
 
 
@@ -315,6 +322,7 @@ def print_table(r):
     print("|---|---|---|---|---|---|")
     row("announcements/s, tokenless (fsync'd record)", "announce_tokenless", "per_second")
     row(f"announcements/s, with tokens ({r['sizes']['token_file']}-token file)", "announce_token", "per_second")
+    row("announcements/s, with tokens, 64 at a time", "announce_token_64", "per_second")
     row("polls/s, pending (new TLS connection each)", "poll_pending", "per_second", ceil["per_second"])
     row("polls/s, admitted (trust in the answer)", "poll_admitted", "per_second", ceil["per_second"])
     row("poll p50 ms, pending", "poll_pending", "p50_ms", ceil["p50_ms"])

@@ -57,8 +57,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
 /// Startup checks first, then the socket, then (for the demo) what to try.
 fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> Result<(), String> {
     let prepared = server::prepare(config).map_err(|e| e.to_string())?;
-    let listener =
-        std::net::TcpListener::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+    let listener = server::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     if let Some(banner) = banner {
         println!("{banner}");
     }

@@ -33,6 +33,10 @@ use crate::store::Store;
 
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Connections the kernel queues before accept: a boot storm of nodes each
+/// opening a new connection overflows the usual 128, and a dropped SYN costs
+/// the node a 1 s retransmit.
+pub const LISTEN_BACKLOG: i32 = 4096;
 /// A client must finish its TLS handshake, then its request head, within this.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -218,6 +222,20 @@ pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);
     app.metrics.cert_not_after.set(identity.not_after);
     Ok(Prepared { app: Arc::new(app), cert: Arc::new(tls::CurrentCert::new(identity.certified)), config })
+}
+
+/// Binds `addr` with [`LISTEN_BACKLOG`].
+pub fn bind(addr: &str) -> std::io::Result<std::net::TcpListener> {
+    use std::net::ToSocketAddrs;
+    let addr = addr
+        .to_socket_addrs()?
+        .next()
+        .ok_or_else(|| std::io::Error::other(format!("{addr} resolves to nothing")))?;
+    let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(LISTEN_BACKLOG)?;
+    Ok(socket.into())
 }
 
 pub fn router(app: Arc<App>) -> Router {

@@ -97,14 +97,23 @@ fn admit_or_hold(
         admitted_by: admitted.then(|| "token".to_string()),
         extra: Default::default(),
     };
-    app.store.write_record(&record)?;
+    if admitted {
+        // Two files in two directories, each fsync'd: written side by side.
+        let (written, approved) = std::thread::scope(|scope| {
+            let approving = scope.spawn(|| app.store.approve(&id, "token", ""));
+            (app.store.write_record(&record), approving.join())
+        });
+        written?;
+        approved.map_err(|_| ApiError::Internal("the approval writer panicked".into()))??;
+    } else {
+        app.store.write_record(&record)?;
+    }
     let announced = json!({
         "id": record.id, "name": record.name, "address": record.address,
         "peer_address": record.peer_address, "ca_sha256": record.ca_sha256,
         "token_presented": !token.is_empty(),
     });
     if admitted {
-        app.store.approve(&id, "token", "")?;
         app.store.first_delivery(&id)?;
         let fingerprint = crate::store::audit::token_fingerprint(&token);
         let version = app.trust().fleet.bundle_version;

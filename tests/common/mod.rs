@@ -109,7 +109,7 @@ impl InProcess {
 
     pub async fn start_on(config: ServeConfig, addr: SocketAddr) -> Self {
         let prepared = server::prepare(config).expect("startup checks pass");
-        let listener = std::net::TcpListener::bind(addr).unwrap();
+        let listener = server::bind(&addr.to_string()).unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(prepared.serve(listener, async move {
