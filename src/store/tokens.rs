@@ -25,13 +25,15 @@ use std::sync::{Mutex, mpsc};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::atomic::{with_path, write_atomic};
+use super::atomic::{replace_via_spare, with_path, write_atomic};
 use super::audit::{Audit, token_fingerprint};
 use crate::pki::sha256_hex;
 
 pub const TOKENS_FILE: &str = "tokens";
 pub const META_FILE: &str = "tokens.meta.json";
 pub const LOCK_FILE: &str = "tokens.lock";
+/// Where the next version of `tokens` is written before it is swapped in.
+pub const SPARE_FILE: &str = ".tokens.spare";
 
 /// What `tokens add` knows about a token beyond the token itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -76,6 +78,7 @@ pub struct Tokens {
     path: PathBuf,
     meta_path: PathBuf,
     lock_path: PathBuf,
+    spare_path: PathBuf,
     queue: Mutex<Queue>,
 }
 
@@ -91,6 +94,7 @@ impl Tokens {
             path: state_dir.join(TOKENS_FILE),
             meta_path: state_dir.join(META_FILE),
             lock_path: state_dir.join(LOCK_FILE),
+            spare_path: state_dir.join(SPARE_FILE),
             queue: Mutex::new(Queue::default()),
         }
     }
@@ -330,7 +334,7 @@ impl Tokens {
             out.push_str(t);
             out.push('\n');
         }
-        write_atomic(&self.path, out.as_bytes(), 0o600)
+        replace_via_spare(&self.path, &self.spare_path, out.as_bytes(), 0o600)
     }
 
     fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>) -> io::Result<()> {
