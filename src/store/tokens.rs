@@ -162,13 +162,17 @@ impl Tokens {
             asked.entry(token).or_default().push_back(i);
         }
         let mut found = vec![false; wanted.len()];
-        let mut dropped: HashSet<usize> = HashSet::new();
+        // The tokens to remove, as (start, end) byte ranges of the text, in order.
+        let mut dropped: Vec<(usize, usize)> = Vec::new();
         let mut expired_fingerprints = Vec::new();
         let mut meta_changed = !expired.is_empty();
-        let offset = |t: &str| t.as_ptr() as usize - text.as_ptr() as usize;
+        let span = |t: &str| {
+            let start = t.as_ptr() as usize - text.as_ptr() as usize;
+            (start, start + t.len())
+        };
         for token in text.split_whitespace() {
             if !expired.is_empty() && expired.contains(&sha256_hex(token.as_bytes())) {
-                dropped.insert(offset(token));
+                dropped.push(span(token));
                 expired_fingerprints.push(token_fingerprint(token));
                 continue;
             }
@@ -187,7 +191,7 @@ impl Tokens {
                             meta.remove(&hash);
                             meta_changed = true;
                         }
-                        dropped.insert(offset(token));
+                        dropped.push(span(token));
                         break;
                     }
                 }
@@ -195,8 +199,7 @@ impl Tokens {
         }
         meta.retain(|h, _| !expired.contains(h));
         if !dropped.is_empty() {
-            let kept: Vec<&str> = text.split_whitespace().filter(|t| !dropped.contains(&offset(t))).collect();
-            self.write_tokens(&kept)?;
+            self.write_text(&without(&text, &dropped))?;
         }
         if meta_changed {
             self.write_meta(&meta)?;
@@ -334,7 +337,11 @@ impl Tokens {
             out.push_str(t);
             out.push('\n');
         }
-        replace_via_spare(&self.path, &self.spare_path, out.as_bytes(), 0o600)
+        self.write_text(&out)
+    }
+
+    fn write_text(&self, text: &str) -> io::Result<()> {
+        replace_via_spare(&self.path, &self.spare_path, text.as_bytes(), 0o600)
     }
 
     fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>) -> io::Result<()> {
@@ -356,6 +363,20 @@ impl Tokens {
         file.lock().map_err(|e| with_path(e, &self.lock_path))?;
         Ok(file)
     }
+}
+
+/// `text` without the byte ranges `dropped` (in order) and the whitespace
+/// that follows each: every other byte of the file stays as it was.
+fn without(text: &str, dropped: &[(usize, usize)]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut from = 0;
+    for &(start, end) in dropped {
+        out.push_str(&text[from..start]);
+        let rest = &text[end..];
+        from = end + (rest.len() - rest.trim_start().len());
+    }
+    out.push_str(&text[from..]);
+    out
 }
 
 /// The first 6 characters, then an ellipsis: enough to tell tokens apart.
@@ -394,7 +415,8 @@ mod tests {
         assert!(tokens.consume("a", &audit).unwrap());
         assert!(!tokens.consume("zz", &audit).unwrap());
         assert!(!tokens.consume("", &audit).unwrap());
-        assert_eq!(fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(), "b\nc\na\n");
+        // Every other byte stays where it was.
+        assert_eq!(fs::read_to_string(dir.path().join(TOKENS_FILE)).unwrap(), "b\n c\na\n");
         assert!(tokens.consume("a", &audit).unwrap());
         assert!(!tokens.consume("a", &audit).unwrap());
         assert!(!dir.path().join(META_FILE).exists(), "plain tokens need no metadata");
