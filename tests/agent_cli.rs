@@ -55,6 +55,13 @@ fn agent_from_user_data_exits_pending_then_admitted() {
         .unwrap();
     assert_eq!(refused.status.code(), Some(1));
     assert!(String::from_utf8_lossy(&refused.stderr).contains("registration_token needs controller_address"));
+
+    let unprovisioned = Command::new(BIN)
+        .args(["agent", "--once", "--dir", fx.dir.path().join("n3").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(unprovisioned.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&unprovisioned.stderr).contains("has no address file"));
 }
 
 #[test]

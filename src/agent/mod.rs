@@ -390,6 +390,12 @@ pub async fn run_cli(args: &crate::cli::AgentArgs) -> Result<u8, String> {
         fail_on_fallback: args.fail_on_fallback,
         console: Console::Stdout,
     };
+    if !node.is_registered() && node.provisioning().map_err(|e| e.to_string())?.is_none() {
+        return Err(format!(
+            "{} has no address file: nothing to register with (provision it with --user-data)",
+            args.dir.display()
+        ));
+    }
     let agent = Agent::new(config).map_err(|e| e.to_string())?;
     if args.once {
         let step = agent.step().await;
