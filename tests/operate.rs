@@ -253,14 +253,9 @@ async fn the_admission_command_admits_by_console_and_leaves_the_rest_pending() {
     let client = node_client(&fx, server.addr);
     let (yes, yes_secret, _) = announce(&client, "known", &known, "").await;
     let (no, no_secret, _) = announce(&client, "unknown", &unknown, "").await;
-    let mut status = 0;
-    for _ in 0..500 {
-        status = get(&client, &format!("/register/{yes}"), Some(&yes_secret)).await.status;
-        if status == 200 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let path = format!("/register/{yes}");
+    let status =
+        eventually(|| async { get(&client, &path, Some(&yes_secret)).await.status }, |s| *s == 200).await;
     assert_eq!(status, 200, "the console shows its CA: admitted by policy");
     // The approval is audited as the policy's (the line follows the file).
     let trail_has =
@@ -355,14 +350,8 @@ async fn pending_records_past_the_age_limit_are_forgotten_and_audited() {
     let client = node_client(&fx, server.addr);
     let (id, secret, _) = announce(&client, "edge", &certs::mint_node_ca("edge").unwrap(), "").await;
     let path = format!("/register/{id}");
-    let mut status = 0;
-    for _ in 0..500 {
-        status = get(&client, &path, Some(&secret)).await.status;
-        if status == 404 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let status =
+        eventually(|| async { get(&client, &path, Some(&secret)).await.status }, |s| *s == 404).await;
     assert_eq!(status, 404, "forgotten: the node announces again after its 404");
     let trail = std::fs::read_to_string(fx.state().join("audit.jsonl")).unwrap();
     assert!(trail.contains("\"event\":\"forgotten\"") && trail.contains("\"by\":\"expiry\""), "{trail}");
@@ -396,14 +385,8 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
         .output()
         .unwrap();
     assert!(resign.status.success());
-    let mut version = 1;
-    for _ in 0..500 {
-        version = served_bundle_version(&json(&get(&client, &path, Some(&secret)).await));
-        if version == 2 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let served = || async { served_bundle_version(&json(&get(&client, &path, Some(&secret)).await)) };
+    let version = eventually(served, |v| *v == 2).await;
     assert_eq!(version, 2, "the new bundle is served from the next request");
 
     // A bad bundle is refused; the last good one keeps being served.
@@ -433,14 +416,7 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
     assert!(renew.status.success());
     let after = leaf_der();
     assert_ne!(before, after);
-    let mut presented = before.clone();
-    for _ in 0..500 {
-        presented = presented_certificate(server.addr).await;
-        if presented == after {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let presented = eventually(|| presented_certificate(server.addr), |p| *p == after).await;
     assert_eq!(presented, after);
 
     // A key that does not match is refused; the last good pair stays.

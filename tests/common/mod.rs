@@ -371,3 +371,19 @@ pub fn agent_config(dir: &Path) -> (janus_registration::agent::AgentConfig, Arc<
 pub fn said(lines: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
     lines.lock().unwrap().iter().any(|l| l.contains(needle))
 }
+
+/// Re-evaluates `probe` until `done` holds of its value or 10 s pass; the last value.
+pub async fn eventually<T, F, Fut>(mut probe: F, done: impl Fn(&T) -> bool) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = T>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let value = probe().await;
+        if done(&value) || tokio::time::Instant::now() >= deadline {
+            return value;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
