@@ -213,18 +213,52 @@ def measure(bench, kind, sizes):
     return result
 
 
-def keep_alive(bench, sizes):
-    """wrk over keep-alive connections (orchestrator clients), ours with --keep-alive."""
+def pending_node(bench, server, name):
+    """Announces one node with the agent; its (id, poll secret)."""
+    with open(bench.root) as f:
+        root = f.read()
+    user_data = bench.path(f"{name}-user-data.json")
+    with open(user_data, "w") as f:
+        json.dump({"controller_address": server.addr, "controller_ca_cert": root,
+                   "controller_fleet_root_cert": root, "network": {"hostname": name}}, f)
+    node = bench.path(f"{name}-node")
+    subprocess.run([bench.bin, "agent", "--user-data", user_data, "--dir", node, "--once"],
+                   capture_output=True, check=False)
+    with open(os.path.join(node, "enrollment.json")) as f:
+        enrollment = json.load(f)
+    return enrollment["id"], enrollment["secret"]
+
+
+def wrk(url, seconds, headers=()):
+    args = ["wrk", "-t2", "-c16", f"-d{seconds}s", "--latency"]
+    for h in headers:
+        args += ["-H", h]
+    run = subprocess.run(args + [url], capture_output=True, text=True)
+    out = {}
+    for line in run.stdout.splitlines():
+        parts = line.split()
+        if line.startswith("Requests/sec:"):
+            out["per_second"] = float(parts[1])
+        elif len(parts) == 2 and parts[0] == "99%":
+            out["p99"] = parts[1]
+        elif "Non-2xx" in line or "Socket errors" in line:
+            out.setdefault("notes", []).append(line.strip())
+    return out
+
+
+def keep_alive(bench, sizes, kind):
+    """wrk over keep-alive HTTP/1.1 connections (orchestrator clients): a
+    pending poll, and for ours /healthz too; ours runs with --keep-alive, the
+    reference (HTTP/1.0) closes every connection whatever the client asks."""
     if not shutil.which("wrk"):
         return {"skipped": "wrk is not installed (apt-get install wrk)"}
-    out = {}
-    server = bench.start_ours(bench.state("ours-keepalive"), ["--keep-alive"])
-    for name, path in [("healthz", "/healthz")]:
-        run = subprocess.run(["wrk", "-t2", "-c16", f"-d{sizes['wrk_seconds']}s", "--latency",
-                              f"https://{server.addr}{path}"], capture_output=True, text=True)
-        for line in run.stdout.splitlines():
-            if line.startswith("Requests/sec:"):
-                out[name] = float(line.split()[1])
+    state = bench.state(f"{kind}-keepalive")
+    server = bench.start_ours(state, ["--keep-alive"]) if kind == "ours" else bench.start_reference(state)
+    node_id, secret = pending_node(bench, server, f"{kind}-wrk")
+    out = {"poll_pending": wrk(f"https://{server.addr}/register/{node_id}", sizes["wrk_seconds"],
+                               [f"Authorization: Bearer {secret}"])}
+    if kind == "ours":
+        out["healthz"] = wrk(f"https://{server.addr}/healthz", sizes["wrk_seconds"])
     server.stop()
     return out
 
@@ -298,11 +332,12 @@ def main():
         "sizes": sizes,
         "ours": measure(bench, "ours", sizes),
         "ceiling_healthz": ceiling(bench, sizes),
-        "keep_alive_wrk": keep_alive(bench, sizes),
+        "keep_alive_wrk": keep_alive(bench, sizes, "ours"),
         "scale": many_records(bench, sizes),
     }
     if args.reference:
         results["reference"] = measure(bench, "reference", sizes)
+        results["reference_keep_alive_wrk"] = keep_alive(bench, sizes, "reference")
     with open(args.out, "w") as f:
         json.dump(results, f, indent=2)
     print_table(results)
@@ -348,7 +383,9 @@ def print_table(r):
           f" RSS serving {s['rss_mib_serving']} MiB (peak {s['peak_rss_mib']}), polls/s {s['poll']['per_second']}"
           f" vs {s['poll_with_100_records']['per_second']} with ~100 records"
           f" ({fmt(ratio(s['poll']['per_second'], s['poll_with_100_records']['per_second']))})")
-    print(f"Keep-alive (wrk, ours with --keep-alive, GET /healthz): {r['keep_alive_wrk']}")
+    print(f"Keep-alive load (wrk -t2 -c16; ours with --keep-alive): ours {r['keep_alive_wrk']}")
+    if "reference_keep_alive_wrk" in r:
+        print(f"  reference (HTTP/1.0: closes every connection): {r['reference_keep_alive_wrk']}")
 
 
 def fmt(v):
