@@ -153,9 +153,12 @@ impl Process {
                 sink.lock().unwrap().push('\n');
             }
         });
-        let addr = rx
-            .recv_timeout(Duration::from_secs(30))
-            .unwrap_or_else(|_| panic!("the server did not start: {}", log.lock().unwrap()));
+        let Ok(addr) = rx.recv_timeout(Duration::from_secs(30)) else {
+            // Not left running behind a failed test.
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the server did not start: {}", log.lock().unwrap());
+        };
         Process { child, addr: addr.parse().unwrap(), log }
     }
 
