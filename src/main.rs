@@ -71,7 +71,10 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-/// Logs go to stderr; colour only on a terminal.
+/// Logs go to stderr; colour only on a terminal. A log line that cannot be
+/// written is dropped: by default tracing-subscriber would `eprintln!` the
+/// error, which panics once stderr is gone (a log collector that died), and
+/// a panicking log call would take the request, or the shutdown, with it.
 fn init_tracing(format: LogFormat, level: &str) {
     use std::io::IsTerminal;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -79,6 +82,7 @@ fn init_tracing(format: LogFormat, level: &str) {
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        .log_internal_errors(false)
         .with_ansi(std::io::stderr().is_terminal());
     match format {
         LogFormat::Text => builder.init(),

@@ -126,3 +126,38 @@ fn sigterm_stops_the_server_cleanly() {
     assert!(exit.unwrap().success(), "{}", server.log());
     assert!(server.log().contains("shutting down"));
 }
+
+#[test]
+fn a_server_whose_stderr_is_gone_still_serves_and_stops() {
+    use std::io::{BufRead, BufReader};
+    let fx = Fixture::new();
+    let mut child = Command::new(BIN)
+        .args(fx.serve_args())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(child.stderr.take().unwrap()).lines();
+    let addr = lines
+        .by_ref()
+        .map_while(Result::ok)
+        .find_map(|l| {
+            l.split("serving listen=").nth(1).map(|a| a.split_whitespace().next().unwrap().to_string())
+        })
+        .expect("the server says where it serves");
+    // The log collector dies: every log line from now on fails to write.
+    drop(lines);
+    let health = Command::new(BIN).args(["healthcheck", "--addr", &addr]).output().unwrap();
+    assert!(health.status.success(), "a request is served, its log line dropped");
+    let pid = child.id().to_string();
+    assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
+    let mut exit = None;
+    let stopped = wait_for(std::time::Duration::from_secs(20), || {
+        exit = child.try_wait().unwrap();
+        exit.is_some()
+    });
+    if !stopped {
+        let _ = child.kill();
+    }
+    assert!(stopped && exit.unwrap().success(), "SIGTERM stops it");
+}
