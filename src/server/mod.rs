@@ -282,8 +282,8 @@ impl Prepared {
         let on_signal = handle.clone();
         tokio::spawn(async move {
             shutdown.await;
-            on_signal.graceful_shutdown(Some(grace));
             tracing::info!(grace_secs = grace.as_secs(), "shutting down: no new connections");
+            on_signal.graceful_shutdown(Some(grace));
         });
         if let Some(addr) = self.config.metrics_listen {
             let plain = tokio::net::TcpListener::bind(addr).await?;
