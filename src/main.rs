@@ -61,7 +61,10 @@ fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> R
     if let Some(banner) = banner {
         println!("{banner}");
     }
-    runtime()?.block_on(prepared.serve(listener, shutdown::signal())).map_err(|e| e.to_string())
+    runtime()?.block_on(async {
+        let stop = shutdown::signal().map_err(|e| format!("cannot handle signals: {e}"))?;
+        prepared.serve(listener, stop).await.map_err(|e| e.to_string())
+    })
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, String> {
