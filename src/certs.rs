@@ -151,8 +151,7 @@ pub fn mint_node_ca(hostname: &str) -> Result<Minted, CertsError> {
 
 /// The node's console line for a CA certificate.
 pub fn console_line(cert_pem: &str) -> Result<String, CertsError> {
-    let der = pki::first_certificate(cert_pem.as_bytes(), "the CA certificate")?;
-    Ok(format!("pki: this node's CA: SHA-256 {}", pki::sha256_hex(&der)))
+    Ok(format!("pki: this node's CA: SHA-256 {}", fingerprint(cert_pem)?))
 }
 
 fn ensure_newline(s: &str) -> String {
@@ -284,11 +283,11 @@ fn resign_bundle(dir: &Path, version: u64) -> Result<String, CertsError> {
     Ok(format!("re-signed {} at version {version}", bundle_path.display()))
 }
 
-fn read_text(path: &Path) -> Result<String, CertsError> {
+pub fn read_text(path: &Path) -> Result<String, CertsError> {
     std::fs::read_to_string(path).map_err(|e| CertsError::Io(crate::store::atomic::with_path(e, path)))
 }
 
-fn read_minted(cert: &Path, key: &Path) -> Result<Minted, CertsError> {
+pub fn read_minted(cert: &Path, key: &Path) -> Result<Minted, CertsError> {
     Ok(Minted { cert_pem: read_text(cert)?, key_pem: read_text(key)? })
 }
 

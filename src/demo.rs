@@ -37,10 +37,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
     }
     let controller = certs_dir.join("controller");
     if !certs::with_suffix(&controller, "crt").exists() {
-        let issuing = certs::Minted {
-            cert_pem: read(&fleet_dir.join("issuing.crt"))?,
-            key_pem: read(&fleet_dir.join("issuing.key"))?,
-        };
+        let issuing = certs::read_minted(&fleet_dir.join("issuing.crt"), &fleet_dir.join("issuing.key"))?;
         let sans = ["127.0.0.1".to_string(), "localhost".to_string()];
         certs::write_pair(&controller, &certs::mint_controller(&issuing, 365, &sans)?, false)?;
     }
@@ -48,7 +45,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
     if !certs::with_suffix(&node_ca, "crt").exists() {
         certs::write_pair(&node_ca, &certs::mint_node_ca("demo-node")?, false)?;
     }
-    let node_ca_pem = read(&certs::with_suffix(&node_ca, "crt"))?;
+    let node_ca_pem = certs::read_text(&certs::with_suffix(&node_ca, "crt"))?;
     let secret = crate::pki::hex(&rand::random::<[u8; 32]>());
     let announce = AnnounceRequest {
         protocol: crate::protocol::PROTOCOL,
@@ -65,7 +62,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
     lay_out_example_state(&state)?;
 
     // A node's NoCloud user-data for this endpoint, as user-data.sh announce writes it.
-    let root_pem = read(&fleet_dir.join("root.crt"))?;
+    let root_pem = certs::read_text(&fleet_dir.join("root.crt"))?;
     let user_data = serde_json::json!({
         "controller_address": listen,
         "controller_ca_cert": root_pem,
@@ -169,10 +166,6 @@ The example node {EXAMPLE_NODE_ID} polls with: -H 'Authorization: Bearer {EXAMPL
         console = p.console,
         secret = p.secret,
     )
-}
-
-fn read(path: &Path) -> Result<String, CertsError> {
-    std::fs::read_to_string(path).map_err(|e| CertsError::Io(crate::store::atomic::with_path(e, path)))
 }
 
 #[cfg(test)]
