@@ -286,7 +286,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             let user = current_user();
             let meta = TokenMeta {
                 expires_at: args.expires_in.map(|d| now_unix() + d.as_secs() as i64),
-                uses_left: args.uses.filter(|&n| n > 1),
+                uses: args.uses.filter(|&n| n > 1),
                 added_at: crate::clock::now_rfc3339(),
                 added_by: user.clone(),
             };
@@ -301,7 +301,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             Ok(made.join("\n"))
         }
         TokensCommand::List(args) => {
-            store.tokens.sweep_expired(&store.audit).map_err(|e| e.to_string())?;
+            store.tokens.sweep(&store.audit).map_err(|e| e.to_string())?;
             let list = store.tokens.list().map_err(|e| e.to_string())?;
             if args.json {
                 return Ok(list
@@ -319,15 +319,24 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                     t.expires_at.map(crate::clock::unix_to_rfc3339).unwrap_or_else(|| "never".into());
                 let _ = writeln!(
                     out,
-                    "{:<10}  {:<12}  {:<20}  {:>9}  {}",
+                    "{:<10}  {:<12}  {:<20}  {:>9}  {}{}",
                     t.shown,
                     t.sha256_prefix,
                     expires,
                     t.uses_left,
-                    if t.added_by.is_empty() { "-" } else { &t.added_by }
+                    if t.added_by.is_empty() { "-" } else { &t.added_by },
+                    if t.weak { "  WEAK" } else { "" }
                 );
             }
             let _ = write!(out, "{} token(s)", list.len());
+            let weak = list.iter().filter(|t| t.weak).count();
+            if weak > 0 {
+                let _ = write!(
+                    out,
+                    "\nwarning: {weak} token(s) shorter than {} characters (WEAK): guessable; make tokens with `tokens add`",
+                    tokens::WEAK_BELOW
+                );
+            }
             Ok(out)
         }
         TokensCommand::Revoke(args) => {

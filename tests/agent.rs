@@ -29,7 +29,7 @@ async fn a_token_admits_at_once_and_both_token_files_are_emptied() {
     let agent = Agent::new(config.clone()).unwrap();
     assert_eq!(run_until_admitted(&agent).await, Step::Admitted);
 
-    assert_eq!(fx.tokens(), "other\n");
+    fx.expect_tokens("other\n");
     assert!(!node.join("token").exists(), "the node drops its token");
     assert!(node.join("registered").exists());
     assert!(!node.join("enrollment.json").exists());
@@ -77,7 +77,7 @@ async fn an_unknown_token_waits_resumes_after_a_restart_and_an_approval_file_adm
     let record = &records(&fx.state())[0];
     let hash = record["ca_sha256"].as_str().unwrap();
     assert!(said(&lines, &format!("awaiting approval - check it shows this node's CA as SHA-256 {hash}")));
-    assert_eq!(fx.tokens(), "known\n");
+    fx.expect_tokens("known\n");
 
     // A restarted agent polls with the saved enrollment: no second announcement.
     let restarted = Agent::new(config).unwrap();
@@ -336,7 +336,7 @@ async fn the_agent_works_against_the_reference_endpoint() {
     let (config, _) = agent_config(&admitted);
     let agent = Agent::new(config).unwrap();
     assert_eq!(run_until_admitted(&agent).await, Step::Admitted);
-    assert_eq!(fx.tokens(), "");
+    fx.expect_tokens("");
 
     let waiting = fx.dir.path().join("waiting");
     provision_node(&waiting, addr, root, root, "");

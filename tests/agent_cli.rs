@@ -86,5 +86,5 @@ fn swarm_reports_rates_and_writes_json() {
     assert_eq!(report["announce"]["outcomes"]["201"], 12);
     assert_eq!(report["admitted_in_answer"], 3);
     assert_eq!(report["poll"]["outcomes"]["200"], 24, "every node approved or admitted gets its trust");
-    assert_eq!(fx.tokens(), "");
+    fx.expect_tokens("");
 }

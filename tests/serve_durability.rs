@@ -33,7 +33,7 @@ async fn one_token_presented_32_times_at_once_admits_one_node() {
         }
     }
     assert_eq!(admitted, 1);
-    assert_eq!(fx.tokens(), "before\nafter\n");
+    fx.expect_tokens("before\nafter\n");
     server.stop().await;
 }
 
@@ -63,7 +63,7 @@ async fn two_server_processes_share_the_tokens_exactly_once() {
         }
     }
     assert_eq!(admitted_ids.len(), tokens.len(), "each token admits exactly one node");
-    assert_eq!(fx.tokens(), "keep-1\nkeep-2\n");
+    fx.expect_tokens("keep-1\nkeep-2\n");
     let admitted_records = records(&fx.state()).iter().filter(|r| r["admitted"] == true).count();
     assert_eq!(admitted_records, tokens.len());
 }

@@ -28,7 +28,7 @@ async fn a_known_token_admits_at_once_and_only_once() {
         base64::engine::general_purpose::STANDARD.decode(body["trust"]["bundle"].as_str().unwrap()).unwrap();
     assert_eq!(bundle, fx.fleet.bundle_json);
 
-    assert_eq!(fx.tokens(), "other-1\nother-2\n", "the token is consumed, the others kept");
+    fx.expect_tokens("other-1\nother-2\n");
     assert!(fx.state().join("approved").join(&id).exists());
     let record: serde_json::Value =
         serde_json::from_slice(&std::fs::read(fx.state().join("nodes").join(format!("{id}.json"))).unwrap())
@@ -71,7 +71,7 @@ async fn an_unknown_token_waits_for_the_approval_file() {
     let body = json(&answer);
     assert_eq!(body["admitted"], false);
     let id = body["id"].as_str().unwrap().to_string();
-    assert_eq!(fx.tokens(), "some-token\n");
+    fx.expect_tokens("some-token\n");
     let record = records(&fx.state());
     assert_eq!(record[0]["admitted"], false);
     assert!(record[0].get("admitted_by").is_none());

@@ -131,15 +131,16 @@ impl App {
         self.trust.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Whether the state directory takes new files, checked at most once a second.
-    pub fn state_writable(&self) -> Result<(), String> {
+    /// Whether the state can be relied on ([`Store::check_health`]),
+    /// checked at most once a second.
+    pub fn state_health(&self) -> Result<(), String> {
         let mut last = self.health.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((at, result)) = last.as_ref()
             && at.elapsed() < Duration::from_secs(1)
         {
             return result.clone();
         }
-        let result = self.store.check_writable().map_err(|e| e.to_string());
+        let result = self.store.check_health();
         *last = Some((std::time::Instant::now(), result.clone()));
         result
     }
@@ -149,13 +150,21 @@ impl App {
         *self.trust.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(trust);
     }
 
-    /// Counts pending records, forgets those older than the limit, and drops
-    /// expired tokens: the periodic work that keeps the state bounded.
+    /// Makes missing state directories again, finishes token admissions a
+    /// crash cut short, counts pending records, forgets those older than
+    /// the limit, and tidies the tokens file: the periodic work that keeps
+    /// the state whole and bounded.
     pub fn maintain(&self) -> std::io::Result<()> {
+        self.store.ensure_layout()?;
         let now = crate::store::tokens::now_unix();
         let max_age = self.limits.pending_max_age.as_secs() as i64;
         let mut pending = 0;
-        for (id, announced) in self.store.pending_ages()? {
+        for crate::store::Pending { id, announced, token_claim } in self.store.pending()? {
+            if let Some(claim) = token_claim
+                && self.store.recover(&id, &claim)?
+            {
+                continue;
+            }
             let announced = announced.or_else(|| modified_unix(&self.store.record_path(&id)));
             if announced.is_some_and(|t| now - t > max_age) {
                 self.store.forget(&id)?;
@@ -169,7 +178,7 @@ impl App {
             }
         }
         self.pending.set(pending);
-        self.store.tokens.sweep_expired(&self.store.audit)?;
+        self.store.tokens.sweep(&self.store.audit)?;
         Ok(())
     }
 }
@@ -273,6 +282,13 @@ impl Prepared {
             cert: self.config.cert.clone(),
             key: self.config.key.clone(),
         };
+        // Ends when the server's state is dropped.
+        let tidier = Arc::downgrade(&self.app.store);
+        std::thread::Builder::new().name("tokens-tidier".into()).spawn(move || {
+            while let Some(store) = tidier.upgrade() {
+                store.tokens.tidy_turn(Duration::from_millis(500));
+            }
+        })?;
         let background = vec![
             tokio::spawn(reload::run(self.app.clone(), self.cert.clone(), watched, self.config.reload_every)),
             tokio::spawn(maintenance(self.app.clone(), self.config.maintenance_every)),

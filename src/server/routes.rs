@@ -73,63 +73,38 @@ async fn announce_or_refuse(
     Ok((answer.admitted, AnnounceAnswer { trust: answer.admitted.then(|| trust.trust.clone()), ..answer }))
 }
 
-/// Consumes the token (durably) before the record says `admitted`, and both
-/// before the answer: a crash in between never admits twice. The audit trail
-/// has the announcement (and the admission) before the node has its answer.
+/// Stores the announcement and admits it when its token has a use left;
+/// [`crate::store::admission`] orders the writes so that a crash or a full
+/// disk leaves all of an admission or none of it.
 fn admit_or_hold(
     app: &App,
     announcement: Announcement,
     peer: SocketAddr,
 ) -> Result<AnnounceAnswer, ApiError> {
-    let id = NodeId::generate();
     let token = announcement.registration_token;
-    let admitted = app.store.tokens.consume(&token, &app.store.audit)?;
     let record = NodeRecord {
-        id: id.to_string(),
+        id: NodeId::generate().to_string(),
         name: announcement.name,
         address: announcement.address,
         ca_cert_pem: announcement.ca_cert_pem,
-        admitted,
+        admitted: false,
         poll_secret_sha256: sha256_hex(announcement.poll_secret.as_bytes()),
         ca_sha256: Some(announcement.ca_sha256),
         announced_at: Some(crate::clock::now_rfc3339()),
         peer_address: Some(peer.to_string()),
-        admitted_by: admitted.then(|| "token".to_string()),
+        admitted_by: None,
+        token_claim: None,
         extra: Default::default(),
     };
-    if admitted {
-        // Two files in two directories, each fsync'd: written side by side.
-        let (written, approved) = std::thread::scope(|scope| {
-            let approving = scope.spawn(|| app.store.approve(&id, "token", ""));
-            (app.store.write_record(&record), approving.join())
-        });
-        written?;
-        approved.map_err(|_| ApiError::Internal("the approval writer panicked".into()))??;
-    } else {
-        app.store.write_record(&record)?;
-    }
-    let announced = json!({
-        "id": record.id, "name": record.name, "address": record.address,
-        "peer_address": record.peer_address, "ca_sha256": record.ca_sha256,
-        "token_presented": !token.is_empty(),
-    });
-    if admitted {
-        app.store.first_delivery(&id)?;
-        let fingerprint = crate::store::audit::token_fingerprint(&token);
-        let version = app.trust().fleet.bundle_version;
-        app.store.audit.record_all(&[
-            ("announced", announced),
-            ("admitted", json!({"id": record.id, "by": "token", "token_sha256_prefix": fingerprint})),
-            ("trust_delivered", json!({"id": record.id, "bundle_version": version})),
-        ])?;
-    } else {
-        app.store.audit.record("announced", announced)?;
+    let for_policy = app.policy.as_ref().map(|_| record.clone());
+    let outcome = app.store.announce(record, &token, app.trust().fleet.bundle_version)?;
+    if !outcome.admitted {
         app.pending.bump();
-        if let Some(policy) = &app.policy {
-            policy.submit(record.clone());
+        if let (Some(policy), Some(record)) = (&app.policy, for_policy) {
+            policy.submit(record);
         }
     }
-    Ok(AnnounceAnswer { id: id.to_string(), admitted, trust: None })
+    Ok(AnnounceAnswer { id: outcome.id.to_string(), admitted: outcome.admitted, trust: None })
 }
 
 pub async fn poll(
@@ -186,36 +161,37 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Re
         .into_response())
 }
 
-/// Audits the first delivery of the trust to `id` (once, across processes).
+/// Audits the first delivery of the trust to `id`, then marks it: a crash
+/// in between repeats the events at the next poll (readers drop repeats),
+/// never loses them.
 fn record_first_delivery(
     app: &App,
     id: &NodeId,
     record: &NodeRecord,
     approval: &crate::store::Approval,
 ) -> Result<(), ApiError> {
-    if app.store.first_delivery(id)? {
-        let audit = &app.store.audit;
-        // A `touch`ed approval has no event yet: the node learns it now.
-        if approval.by == "approval-file" {
-            audit
-                .record("admitted", json!({"id": record.id, "by": "approval-file", "user": approval.user}))?;
-        }
-        let version = app.trust().fleet.bundle_version;
-        audit.record("trust_delivered", json!({"id": record.id, "bundle_version": version}))?;
+    let mut events = Vec::new();
+    // A `touch`ed approval has no event yet: the node learns it now.
+    if approval.by == "approval-file" {
+        events.push(("admitted", json!({"id": record.id, "by": "approval-file", "user": approval.user})));
     }
+    let version = app.trust().fleet.bundle_version;
+    events.push(("trust_delivered", json!({"id": record.id, "bundle_version": version})));
+    app.store.audit.record_all(&events)?;
+    app.store.mark_delivered(id)?;
     Ok(())
 }
 
-/// 200 while the fleet is loaded and the state directory takes new files.
+/// 200 while the fleet is loaded and the state can be relied on: a durable
+/// write succeeds and the tokens files read and parse; else 503 and why.
 pub async fn healthz(State(app): State<Arc<App>>) -> Response {
     let blocking_app = app.clone();
-    let writable = tokio::task::spawn_blocking(move || blocking_app.state_writable()).await;
-    match writable {
+    let health = tokio::task::spawn_blocking(move || blocking_app.state_health()).await;
+    match health {
         Ok(Ok(())) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response(),
-        Ok(Err(e)) => {
-            tracing::warn!(cause = %e, "health check: state directory not writable");
-            let reason =
-                serde_json::json!({"status": "unavailable", "reason": "state directory not writable"});
+        Ok(Err(reason)) => {
+            tracing::warn!(cause = %reason, "health check failed");
+            let reason = serde_json::json!({"status": "unavailable", "reason": reason});
             (StatusCode::SERVICE_UNAVAILABLE, Json(reason)).into_response()
         }
         Err(e) => ApiError::Internal(e.to_string()).into_response(),

@@ -18,7 +18,12 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
     let result = (|| {
-        let mut file = OpenOptions::new().write(true).create_new(true).mode(mode).open(&temp)?;
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc_nofollow())
+            .open(&temp)?;
         file.write_all(bytes)?;
         // The umask may have narrowed the mode asked for at creation.
         file.set_permissions(fs::Permissions::from_mode(mode))?;
@@ -33,50 +38,83 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     result.map_err(|e| with_path(e, path))
 }
 
-/// Replaces `path` with `bytes` as [`write_atomic`] does, but writes into
-/// `spare` (a file kept beside it) and swaps the two in one atomic step
-/// (`renameat2` with `RENAME_EXCHANGE`): for a file rewritten many times a
-/// second, such as the tokens during a mass boot, no inode is created or
-/// freed, which ext4 charges for (it skips recently freed inodes one by one
-/// at every allocation, so a stream of rewrites slows every file creation).
-/// The caller holds a lock that serialises writers; where the filesystem
-/// cannot exchange (NFS), this is a plain [`write_atomic`].
-pub fn replace_via_spare(path: &Path, spare: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    use rustix::fs::{CWD, RenameFlags, renameat_with};
-    if !path.exists() {
-        return write_atomic(path, bytes, mode);
-    }
-    let result = (|| {
-        let mut file = OpenOptions::new().write(true).create(true).truncate(true).mode(mode).open(spare)?;
+/// Creates `path` with `bytes` only if no file (nor link) has that name,
+/// durably: `O_CREAT|O_EXCL` is decided by the file server, so exactly one
+/// of several racing processes (on several hosts) gets `Ok(true)`; the rest
+/// get `Ok(false)`. A creation that cannot complete (full disk) removes what
+/// it made, so the name stays free.
+pub fn create_exclusive(path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool> {
+    let mut file = match OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc_nofollow())
+        .open(path)
+    {
+        Ok(file) => file,
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+        Err(e) => return Err(with_path(e, path)),
+    };
+    let written = (|| {
         file.write_all(bytes)?;
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
         file.sync_data()?;
-        match renameat_with(CWD, spare, CWD, path, RenameFlags::EXCHANGE) {
-            Ok(()) => {
-                sync_dir(parent_of(path))?;
-                // The name `spare` now holds the old content (`file` follows its
-                // inode, now `path`): nobody reads it, and it must not keep
-                // tokens around. Emptied, not synced: it is scratch.
-                OpenOptions::new().write(true).open(spare)?.set_len(0)?;
-                Ok(true)
-            }
-            Err(e)
-                if [rustix::io::Errno::INVAL, rustix::io::Errno::NOSYS, rustix::io::Errno::NOTSUP]
-                    .contains(&e) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(io::Error::from(e)),
-        }
+        sync_dir(parent_of(path))
     })();
-    match result {
-        Ok(true) => Ok(()),
-        Ok(false) => {
-            let _ = fs::remove_file(spare);
-            write_atomic(path, bytes, mode)
-        }
-        Err(e) => Err(with_path(e, path)),
+    if let Err(e) = written {
+        let _ = fs::remove_file(path);
+        return Err(with_path(e, path));
     }
+    Ok(true)
+}
+
+/// Appends `bytes` to `path` with one `write` on an `O_APPEND` descriptor
+/// and `fsync`s it, creating the file (mode `mode`) when missing.
+/// `follow_links` is false for every file the crate owns (an attacker's
+/// link is refused with ELOOP); true only for `tokens`, which an admin may
+/// keep elsewhere.
+pub fn append_durably(path: &Path, bytes: &[u8], mode: u32, follow_links: bool) -> io::Result<()> {
+    let existed = fs::symlink_metadata(path).is_ok();
+    let flags = if follow_links { 0 } else { libc_nofollow() };
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create(true)
+        .mode(mode)
+        .custom_flags(flags)
+        .open(path)
+        .map_err(|e| with_path(e, path))?;
+    file.write_all(bytes).map_err(|e| with_path(e, path))?;
+    file.sync_data().map_err(|e| with_path(e, path))?;
+    if !existed {
+        sync_dir(parent_of(path)).map_err(|e| with_path(e, path))?;
+    }
+    Ok(())
+}
+
+/// `O_NOFOLLOW`: opening a symbolic link fails instead of following it.
+pub fn libc_nofollow() -> i32 {
+    rustix::fs::OFlags::NOFOLLOW.bits() as i32
+}
+
+/// Removes `.tmp-*` files older than `older_than` from `dir`: what a crash
+/// between a temp file's creation and its rename leaves behind. Returns
+/// how many went.
+pub fn remove_stale_temps(dir: &Path, older_than: std::time::Duration) -> usize {
+    let Ok(entries) = fs::read_dir(dir) else { return 0 };
+    let mut removed = 0;
+    for entry in entries.flatten() {
+        let stale = entry.file_name().to_str().is_some_and(|n| n.starts_with(TEMP_PREFIX))
+            && entry
+                .metadata()
+                .ok()
+                .filter(|m| m.is_file())
+                .and_then(|m| m.modified().ok())
+                .and_then(|t| t.elapsed().ok())
+                .is_some_and(|age| age > older_than);
+        if stale && fs::remove_file(entry.path()).is_ok() {
+            removed += 1;
+        }
+    }
+    removed
 }
 
 /// Removes `path` durably; a file already gone is not an error.
@@ -143,19 +181,28 @@ mod tests {
     }
 
     #[test]
-    fn replacing_via_a_spare_swaps_and_empties_it() {
+    fn exclusive_creation_has_one_winner_and_refuses_links() {
         let dir = tempfile::tempdir().unwrap();
-        let (path, spare) = (dir.path().join("tokens"), dir.path().join(".tokens.spare"));
-        replace_via_spare(&path, &spare, b"a\nb\n", 0o600).unwrap();
-        replace_via_spare(&path, &spare, b"b\n", 0o600).unwrap();
-        assert_eq!(fs::read(&path).unwrap(), b"b\n");
-        assert_eq!(fs::read(&spare).unwrap(), b"", "the old content does not linger");
-        use std::os::unix::fs::MetadataExt;
-        let inode = fs::metadata(&path).unwrap().ino();
-        replace_via_spare(&path, &spare, b"c\n", 0o600).unwrap();
-        replace_via_spare(&path, &spare, b"d\n", 0o600).unwrap();
-        assert_eq!(fs::metadata(&path).unwrap().ino(), inode, "two inodes take turns");
-        assert_eq!(fs::read(&path).unwrap(), b"d\n");
+        let path = dir.path().join("marker");
+        assert!(create_exclusive(&path, b"first", 0o600).unwrap());
+        assert!(!create_exclusive(&path, b"second", 0o600).unwrap());
+        assert_eq!(fs::read(&path).unwrap(), b"first");
+        let target = dir.path().join("target");
+        std::os::unix::fs::symlink(&target, dir.path().join("link")).unwrap();
+        assert!(!create_exclusive(&dir.path().join("link"), b"x", 0o600).unwrap());
+        assert!(!target.exists(), "a planted link is never followed");
+        assert!(append_durably(&dir.path().join("link"), b"x", 0o600, false).is_err());
+        assert!(!target.exists());
+    }
+
+    #[test]
+    fn stale_temps_go_fresh_ones_stay() {
+        let dir = tempfile::tempdir().unwrap();
+        fs::write(dir.path().join(".tmp-old"), b"").unwrap();
+        fs::write(dir.path().join("keep"), b"").unwrap();
+        assert_eq!(remove_stale_temps(dir.path(), std::time::Duration::from_secs(60)), 0);
+        assert_eq!(remove_stale_temps(dir.path(), std::time::Duration::ZERO), 1);
+        assert!(dir.path().join("keep").exists());
     }
 
     #[test]

@@ -1,14 +1,15 @@
 //! `DIR/audit.jsonl`: the append-only record of who admitted what.
 //!
 //! Invariants: one JSON object per line, appended with a single `write` on an
-//! `O_APPEND` descriptor (so lines from several processes never interleave)
-//! and `fsync`'d before the caller answers; never a secret or a token, only
-//! a token's 8-character prefix-free fingerprint (the first 12 hex digits of
-//! its SHA-256).
+//! `O_APPEND` descriptor (so lines from several processes never interleave),
+//! never through a symlink, and `fsync`'d before the caller answers; never a
+//! secret or a token, only a token's fingerprint (the first 12 hex digits of
+//! its SHA-256). Events are written before the marker that suppresses them
+//! (`delivered/<id>`, a token's use), so a crash may repeat an event but
+//! never lose one: readers drop an event equal to an earlier one but for
+//! its time.
 
-use std::fs::OpenOptions;
-use std::io::{self, Write};
-use std::os::unix::fs::OpenOptionsExt;
+use std::io;
 use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
@@ -50,19 +51,7 @@ impl Audit {
             serde_json::to_writer(&mut bytes, &Value::Object(line)).map_err(io::Error::other)?;
             bytes.push(b'\n');
         }
-        let existed = self.path.exists();
-        let mut file = OpenOptions::new()
-            .append(true)
-            .create(true)
-            .mode(0o600)
-            .open(&self.path)
-            .map_err(|e| with_path(e, &self.path))?;
-        file.write_all(&bytes).map_err(|e| with_path(e, &self.path))?;
-        file.sync_data().map_err(|e| with_path(e, &self.path))?;
-        if !existed && let Some(dir) = self.path.parent() {
-            super::atomic::sync_dir(dir).map_err(|e| with_path(e, dir))?;
-        }
-        Ok(())
+        super::atomic::append_durably(&self.path, &bytes, 0o600, false)
     }
 
     /// Every event about node `id`, oldest first.
@@ -72,13 +61,25 @@ impl Audit {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
             Err(e) => return Err(with_path(e, &self.path)),
         };
+        let mut seen = std::collections::HashSet::new();
         Ok(text
             .lines()
             .filter(|l| l.contains(id))
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|v| v.get("id").and_then(Value::as_str) == Some(id))
+            .filter(|v| seen.insert(without_time(v)))
             .collect())
     }
+}
+
+/// An event as text without its time: two events equal but for the time
+/// are one event written twice (a crash between an event and its marker).
+fn without_time(event: &Value) -> String {
+    let mut event = event.clone();
+    if let Some(fields) = event.as_object_mut() {
+        fields.remove("at");
+    }
+    event.to_string()
 }
 
 /// How a token appears in the audit trail and listings: never itself.
@@ -126,6 +127,7 @@ mod tests {
         let audit = Audit::new(dir.path());
         audit.record("announced", json!({"id": "a1", "name": "x"})).unwrap();
         audit.record("announced", json!({"id": "b2"})).unwrap();
+        audit.record("admitted", json!({"id": "a1", "by": "token"})).unwrap();
         audit.record("admitted", json!({"id": "a1", "by": "token"})).unwrap();
         let history = audit.history("a1").unwrap();
         assert_eq!(history.len(), 2);

@@ -6,11 +6,16 @@
 //! Files are the source of truth: nothing is cached between requests, so an
 //! approval created by hand (`touch approved/<id>`) or by another process
 //! counts at the very next request. Every write goes through
-//! [`atomic::write_atomic`]. All methods block: call them off the async runtime.
+//! [`atomic`]'s helpers, none through a link it did not make. A state
+//! directory anyone may write to is refused; a subdirectory removed under a
+//! running server is made again at the next write. All methods block: call
+//! them off the async runtime.
 
+pub mod admission;
 pub mod atomic;
 pub mod audit;
 pub mod id;
+pub mod ledger;
 pub mod tokens;
 
 use std::fs;
@@ -19,6 +24,24 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+/// Refuses a directory others may write to, as ssh's StrictModes does:
+/// anyone could plant records, approvals or links there. Group-writable
+/// stays allowed (a Kubernetes fsGroup volume is).
+fn refuse_world_writable(dir: &Path) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    match fs::metadata(dir) {
+        Ok(meta) if meta.permissions().mode() & 0o002 != 0 => Err(io::Error::new(
+            io::ErrorKind::PermissionDenied,
+            format!(
+                "{} is world-writable (mode {:o}): anyone on this host could plant approvals there; run chmod o-w on it",
+                dir.display(),
+                meta.permissions().mode() & 0o7777
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
 
 pub use atomic::write_atomic;
 pub use audit::Audit;
@@ -47,9 +70,22 @@ pub struct NodeRecord {
     /// `token` when a registration token admitted the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub admitted_by: Option<String>,
+    /// The ledger name of the token this node presented, written before the
+    /// use is claimed, so that an admission a crash cut short is found and
+    /// finished ([`Store::recover`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_claim: Option<String>,
     /// Fields another tool (or a later version) wrote: kept on rewrite.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
+}
+
+/// A pending record as the periodic scan sees it.
+pub struct Pending {
+    pub id: NodeId,
+    /// `announced_at` as Unix seconds.
+    pub announced: Option<i64>,
+    pub token_claim: Option<String>,
 }
 
 pub struct Store {
@@ -75,16 +111,50 @@ pub struct Approval {
     pub user: String,
 }
 
-const SUBDIRS: [&str; 4] = ["nodes", "approved", "rejected", "delivered"];
+const SUBDIRS: [&str; 5] = ["nodes", "approved", "rejected", "delivered", ledger::LEDGER_DIR];
+
+/// How old a `.tmp-*` file must be before startup takes it for a crash's leftover.
+const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Store {
-    /// Opens `dir`, creating it and its `nodes/` and `approved/` (0700) when missing.
+    /// Opens `dir`, creating it and its subdirectories (0700) when missing,
+    /// after refusing one anybody may write to, and removes what crashes
+    /// left behind (`.tmp-*` files older than a minute).
     pub fn open(dir: &Path) -> io::Result<Self> {
-        atomic::ensure_private_dir(dir)?;
-        for sub in SUBDIRS {
-            atomic::ensure_private_dir(&dir.join(sub))?;
+        refuse_world_writable(dir)?;
+        let store = Store { dir: dir.to_path_buf(), tokens: Tokens::new(dir), audit: Audit::new(dir) };
+        store.ensure_layout()?;
+        for sub in std::iter::once(dir.to_path_buf()).chain(SUBDIRS.iter().map(|s| dir.join(s))) {
+            refuse_world_writable(&sub)?;
+            let removed = atomic::remove_stale_temps(&sub, STALE_TEMP_AGE);
+            if removed > 0 {
+                tracing::info!(dir = %sub.display(), removed, "removed temp files a crash left behind");
+            }
         }
-        Ok(Store { dir: dir.to_path_buf(), tokens: Tokens::new(dir), audit: Audit::new(dir) })
+        Ok(store)
+    }
+
+    /// Makes the state directory and each subdirectory that is missing
+    /// (someone removed them under a running server), logging each.
+    pub fn ensure_layout(&self) -> io::Result<()> {
+        for sub in std::iter::once(self.dir.clone()).chain(SUBDIRS.iter().map(|s| self.dir.join(s))) {
+            if !sub.is_dir() {
+                atomic::ensure_private_dir(&sub)?;
+                tracing::warn!(dir = %sub.display(), "made a missing state directory again");
+            }
+        }
+        Ok(())
+    }
+
+    /// [`write_atomic`], making the layout again when a directory went missing.
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+        match write_atomic(path, bytes, 0o600) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.ensure_layout()?;
+                write_atomic(path, bytes, 0o600)
+            }
+            other => other,
+        }
     }
 
     /// Opens an existing state directory without creating anything else than
@@ -114,7 +184,7 @@ impl Store {
     pub fn write_record(&self, record: &NodeRecord) -> io::Result<()> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-        write_atomic(&self.record_path(&id), &json, 0o600)
+        self.write_file(&self.record_path(&id), &json)
     }
 
     /// The record, or `None` when there is none for `id`.
@@ -137,7 +207,7 @@ impl Store {
     pub fn approve(&self, id: &NodeId, by: &str, user: &str) -> io::Result<()> {
         let note =
             serde_json::to_vec(&Approval { by: by.into(), user: user.into() }).map_err(io::Error::other)?;
-        write_atomic(&self.approval_path(id), &note, 0o600)
+        self.write_file(&self.approval_path(id), &note)
     }
 
     pub fn is_approved(&self, id: &NodeId) -> bool {
@@ -166,7 +236,7 @@ impl Store {
     pub fn reject(&self, id: &NodeId, user: &str) -> io::Result<()> {
         let note = serde_json::to_vec(&Approval { by: "command".into(), user: user.into() })
             .map_err(io::Error::other)?;
-        write_atomic(&self.marker("rejected", id), &note, 0o600)?;
+        self.write_file(&self.marker("rejected", id), &note)?;
         atomic::remove_durably(&self.approval_path(id))
     }
 
@@ -184,18 +254,17 @@ impl Store {
         self.marker("delivered", id).exists()
     }
 
-    /// True the first time the trust goes out to `id` (across processes).
-    pub fn first_delivery(&self, id: &NodeId) -> io::Result<bool> {
+    /// Marks the trust as gone out to `id`: true for the first marking
+    /// across processes. Callers audit the delivery before marking, so a
+    /// crash in between repeats the event rather than losing it.
+    pub fn mark_delivered(&self, id: &NodeId) -> io::Result<bool> {
         let path = self.marker("delivered", id);
-        match fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            // A state directory the reference made has no delivered/: make it.
+        match atomic::create_exclusive(&path, b"", 0o600) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                atomic::ensure_private_dir(&self.dir.join("delivered"))?;
-                self.first_delivery(id)
+                self.ensure_layout()?;
+                atomic::create_exclusive(&path, b"", 0o600)
             }
-            Err(e) => Err(atomic::with_path(e, &path)),
+            other => other,
         }
     }
 
@@ -247,31 +316,39 @@ impl Store {
         Ok((records, problems))
     }
 
-    /// Pending records as `(id, announced_at Unix seconds)`, without holding
-    /// the records: what the pending cap and the age limit need.
-    pub fn pending_ages(&self) -> io::Result<Vec<(NodeId, Option<i64>)>> {
+    /// Pending records, without holding the records: what the pending cap,
+    /// the age limit and crash recovery need.
+    pub fn pending(&self) -> io::Result<Vec<Pending>> {
         #[derive(Deserialize)]
         struct Summary {
             #[serde(default)]
             admitted: bool,
             #[serde(default)]
             announced_at: Option<String>,
+            #[serde(default)]
+            token_claim: Option<String>,
         }
         let rfc3339 = &time::format_description::well_known::Rfc3339;
         let mut pending = Vec::new();
         self.scan(|id, s: Summary| {
             if self.state_of_parts(id.as_str(), s.admitted) == NodeState::Pending {
                 let at = s.announced_at.and_then(|t| time::OffsetDateTime::parse(&t, rfc3339).ok());
-                pending.push((id, at.map(|t| t.unix_timestamp())));
+                let announced = at.map(|t| t.unix_timestamp());
+                pending.push(Pending { id, announced, token_claim: s.token_claim });
             }
         })?;
         Ok(pending)
     }
 
-    /// Whether new files can be created in the state directory.
-    pub fn check_writable(&self) -> io::Result<()> {
+    /// Whether the state can be relied on: a durable write (with `fsync`)
+    /// in the state directory succeeds, and `tokens` and `tokens.meta.json`
+    /// read and parse.
+    pub fn check_health(&self) -> Result<(), String> {
+        self.ensure_layout().map_err(|e| e.to_string())?;
         let probe = (self.dir).join(format!("{}healthz-{}", atomic::TEMP_PREFIX, std::process::id()));
-        fs::write(&probe, b"").map_err(|e| atomic::with_path(e, &self.dir))?;
-        fs::remove_file(&probe).map_err(|e| atomic::with_path(e, &probe))
+        let written = atomic::create_exclusive(&probe, b"probe", 0o600);
+        let _ = fs::remove_file(&probe);
+        written.map_err(|e| format!("state directory not writable: {e}"))?;
+        self.tokens.health()
     }
 }

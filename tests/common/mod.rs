@@ -68,8 +68,18 @@ impl Fixture {
         std::fs::write(self.state().join("tokens"), tokens).unwrap();
     }
 
+    /// The tokens the file lists, one per line: spent ones are blanked in
+    /// place (spaces), so the raw text keeps its length.
     pub fn tokens(&self) -> String {
-        std::fs::read_to_string(self.state().join("tokens")).unwrap_or_default()
+        let text = std::fs::read_to_string(self.state().join("tokens")).unwrap_or_default();
+        text.split_whitespace().map(|t| format!("{t}\n")).collect()
+    }
+
+    /// Waits until the file lists exactly `expected` (the server blanks spent
+    /// tokens from a thread of its own, just after answering).
+    pub fn expect_tokens(&self, expected: &str) {
+        let settled = wait_for(Duration::from_secs(10), || self.tokens() == expected);
+        assert!(settled, "the tokens file lists {:?}, not {expected:?}", self.tokens());
     }
 
     /// The serve arguments for a real process.

@@ -1,0 +1,205 @@
+//! What an announcement does to the state, ordered so that a crash, a full
+//! disk or a failed write at any point leaves all or nothing of a token
+//! admission:
+//!
+//! 1. the record, pending, naming the token's ledger entry (`token_claim`);
+//! 2. the claim of a use in the [`super::ledger`]: the commit point;
+//! 3. `approved/<id>`, then the audit events (`announced`, `admitted`,
+//!    `trust_delivered`), then `delivered/<id>` and the record saying
+//!    `admitted` — the answer goes out only after all of them.
+//!
+//! A write that fails after step 2 undoes what was made, the claim last
+//! but one (the token is usable again) and the record last. A crash after
+//! step 2 leaves a claimed use and a pending record naming it: the next
+//! maintenance pass ([`Store::recover`]) finishes the admission, and the
+//! node — which got no answer and announces again with a fresh secret and
+//! the same token — is recognised by its CA and answered `admitted` with
+//! the first id. A token's use is thus bound to the CA that spent it.
+
+use std::io;
+
+use serde_json::{Value, json};
+
+use super::audit::token_fingerprint;
+use super::ledger::{Holder, Mac};
+use super::tokens::Offer;
+use super::{NodeId, NodeRecord, Store, atomic};
+
+/// How far a recovery looks for a record's use among a token's uses.
+const MAX_USES_SCANNED: u32 = 100_000;
+
+/// The outcome the node is told.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admission {
+    pub id: NodeId,
+    pub admitted: bool,
+}
+
+impl Store {
+    /// Stores `record` (whose id is new and which says not admitted) and
+    /// admits it when `token` has a free use. Returns the id the node is
+    /// to be told, which is an earlier one when the same CA spent this
+    /// token before (its answer was lost).
+    pub fn announce(
+        &self,
+        mut record: NodeRecord,
+        token: &str,
+        bundle_version: u64,
+    ) -> io::Result<Admission> {
+        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let Offer::Valid { mac, uses } = self.tokens.offer(token)? else {
+            self.write_record(&record)?;
+            self.audit.record("announced", announced(&record, !token.is_empty()))?;
+            return Ok(Admission { id, admitted: false });
+        };
+        if let Some(earlier) = self.holder_with_same_ca(&mac, uses, &record)? {
+            return self.readmit(earlier, &record, token, bundle_version);
+        }
+        record.token_claim = Some(mac.as_str().to_string());
+        self.write_record(&record)?;
+        for n in 1..=uses {
+            if self.tokens.ledger.claim(&mac, n, &id)? {
+                return match self.finish(&mut record, token, Some(bundle_version)) {
+                    Ok(()) => {
+                        if n == uses {
+                            self.tokens.spent(token);
+                        }
+                        Ok(Admission { id, admitted: true })
+                    }
+                    Err(e) => {
+                        self.undo(&id, &mac, n);
+                        Err(e)
+                    }
+                };
+            }
+        }
+        // Every use is spent: the node waits for an admin, as without a token.
+        self.tokens.spent(token);
+        self.audit.record("announced", announced(&record, true))?;
+        Ok(Admission { id, admitted: false })
+    }
+
+    /// Finishes an admission whose use a crash left claimed but unfinished.
+    /// True when `id` held a use of `claim` and is now admitted.
+    pub fn recover(&self, id: &NodeId, claim: &str) -> io::Result<bool> {
+        let Some(mac) = Mac::parse(claim) else { return Ok(false) };
+        for n in 1..=MAX_USES_SCANNED {
+            match self.tokens.ledger.holder(&mac, n)? {
+                None => return Ok(false),
+                Some(Holder::Node(holder)) if holder == *id => {
+                    let Some(mut record) = self.read_record(id)? else { return Ok(false) };
+                    // No answer went out: the trust is delivered when the node announces again.
+                    self.finish(&mut record, "", None)?;
+                    tracing::warn!(node = %id, "finished a token admission a crash had cut short");
+                    return Ok(true);
+                }
+                Some(_) => {}
+            }
+        }
+        Ok(false)
+    }
+
+    /// Step 3 of the module's order: approval, audit, delivery mark, record.
+    /// `delivering` is the bundle version the answer carries, `None` when no
+    /// answer goes out (a recovery).
+    fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> io::Result<()> {
+        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        self.approve(&id, "token", "")?;
+        let mut admitted = json!({"id": record.id, "by": "token"});
+        if !token.is_empty() {
+            admitted["token_sha256_prefix"] = json!(token_fingerprint(token));
+        }
+        let mut events = vec![("announced", announced(record, true)), ("admitted", admitted)];
+        if let Some(version) = delivering {
+            events.push(("trust_delivered", json!({"id": record.id, "bundle_version": version})));
+        }
+        self.audit.record_all(&events)?;
+        record.admitted = true;
+        record.admitted_by = Some("token".into());
+        if delivering.is_none() {
+            return self.write_record(record);
+        }
+        // Two files in two directories, each fsync'd: written side by side.
+        let (written, marked) = std::thread::scope(|scope| {
+            let marking = scope.spawn(|| self.mark_delivered(&id));
+            (self.write_record(record), marking.join())
+        });
+        written?;
+        marked.map_err(|_| io::Error::other("the delivery marker panicked"))??;
+        Ok(())
+    }
+
+    /// Takes back a claimed use whose admission could not be written: the
+    /// approval first (nothing admits without a use), then the use (the
+    /// token admits again), then the record. Best effort: what cannot be
+    /// undone is finished by [`Store::recover`] instead.
+    fn undo(&self, id: &NodeId, mac: &Mac, n: u32) {
+        let steps = [
+            atomic::remove_durably(&self.approval_path(id)),
+            atomic::remove_durably(&self.marker("delivered", id)),
+            self.tokens.ledger.release(mac, n),
+            atomic::remove_durably(&self.record_path(id)),
+        ];
+        for step in steps {
+            if let Err(e) = step {
+                tracing::error!(node = %id, cause = %e, "could not undo an admission that failed; the next maintenance finishes it");
+                return;
+            }
+        }
+    }
+
+    /// The earlier node that spent a use of `mac` with the CA `fresh` presents, if any.
+    fn holder_with_same_ca(
+        &self,
+        mac: &Mac,
+        uses: u32,
+        fresh: &NodeRecord,
+    ) -> io::Result<Option<NodeRecord>> {
+        for n in 1..=uses {
+            let holder = match self.tokens.ledger.holder(mac, n)? {
+                None => return Ok(None),
+                Some(Holder::Revoked) => continue,
+                Some(Holder::Node(holder)) => holder,
+            };
+            if self.is_rejected(&holder) {
+                continue;
+            }
+            if let Some(earlier) = self.read_record(&holder)?
+                && earlier.ca_sha256.is_some()
+                && earlier.ca_sha256 == fresh.ca_sha256
+            {
+                return Ok(Some(earlier));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The node that spent this token announced again (its answer was
+    /// lost): the earlier record takes the new secret and address, and its
+    /// admission is finished (again, which repeats no state).
+    fn readmit(
+        &self,
+        mut earlier: NodeRecord,
+        fresh: &NodeRecord,
+        token: &str,
+        bundle_version: u64,
+    ) -> io::Result<Admission> {
+        earlier.poll_secret_sha256 = fresh.poll_secret_sha256.clone();
+        earlier.address = fresh.address.clone();
+        earlier.peer_address = fresh.peer_address.clone();
+        self.finish(&mut earlier, token, Some(bundle_version))?;
+        let id =
+            NodeId::parse(&earlier.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        tracing::info!(node = %id, "the node that spent this token announced again: answered with its first id");
+        Ok(Admission { id, admitted: true })
+    }
+}
+
+/// The `announced` event: what the node said, never its secret or token.
+fn announced(record: &NodeRecord, token_presented: bool) -> Value {
+    json!({
+        "id": record.id, "name": record.name, "address": record.address,
+        "peer_address": record.peer_address, "ca_sha256": record.ca_sha256,
+        "token_presented": token_presented,
+    })
+}

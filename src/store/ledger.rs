@@ -1,0 +1,204 @@
+//! `DIR/token-uses/`: the ledger that decides, exactly once, which node a
+//! token's use admitted. Each use is a marker file `<mac>-<n>` (n = 1 for a
+//! one-time token, 1..=N for a token of N uses) created with
+//! `O_CREAT|O_EXCL`, holding the id of the node it admitted. `<mac>` is the
+//! HMAC-SHA256 of the token under `DIR/token-uses.key` (32 random bytes,
+//! 0600, made on first use), so the ledger never reveals a token, not even
+//! a weak one to a dictionary.
+//!
+//! Invariants: the file server resolves the exclusive create atomically, so
+//! two processes, on two hosts, never both win a use, whatever copy of
+//! `tokens` each read; a use once recorded admits nobody else, even when an
+//! editor puts the token back. Markers are never removed, except by the
+//! process that made one and then failed to finish the admission (undo),
+//! and by `tokens revoke`, which fills every use instead.
+
+use std::fs;
+use std::io::{self, Read};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use hmac::{Hmac, KeyInit, Mac as _};
+use sha2::Sha256;
+
+use super::NodeId;
+use super::atomic::{self, create_exclusive, ensure_private_dir, libc_nofollow, remove_durably, with_path};
+
+pub const LEDGER_DIR: &str = "token-uses";
+pub const KEY_FILE: &str = "token-uses.key";
+/// What a marker filled by `tokens revoke` holds instead of a node id.
+const REVOKED: &str = "revoked";
+
+/// A token as the ledger names it: hex HMAC-SHA256 under the state's key.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Mac(String);
+
+impl Mac {
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+    pub fn parse(s: &str) -> Option<Mac> {
+        (s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Mac(s.to_string()))
+    }
+}
+
+/// Who holds a use: a node, or a revocation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    Node(NodeId),
+    Revoked,
+}
+
+pub struct Ledger {
+    dir: PathBuf,
+    key_path: PathBuf,
+    /// The key and the inode it was read from: a state directory recreated
+    /// under a running server has a new key, and a stale one would name
+    /// uses other processes cannot see.
+    key: Mutex<Option<(u64, [u8; 32])>>,
+}
+
+impl Ledger {
+    pub fn new(state_dir: &Path) -> Self {
+        Ledger { dir: state_dir.join(LEDGER_DIR), key_path: state_dir.join(KEY_FILE), key: Mutex::new(None) }
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// The ledger's name for `token`.
+    pub fn mac(&self, token: &str) -> io::Result<Mac> {
+        let key = self.key()?;
+        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&key).map_err(io::Error::other)?;
+        mac.update(token.as_bytes());
+        Ok(Mac(crate::pki::hex(&mac.finalize().into_bytes())))
+    }
+
+    /// Records use number `n` of `mac` for `id`: true when this call won it.
+    pub fn claim(&self, mac: &Mac, n: u32, id: &NodeId) -> io::Result<bool> {
+        let path = self.marker(mac, n);
+        match create_exclusive(&path, id.as_str().as_bytes(), 0o600) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                ensure_private_dir(&self.dir)?;
+                tracing::warn!(dir = %self.dir.display(), "recreated the missing token ledger directory");
+                create_exclusive(&path, id.as_str().as_bytes(), 0o600)
+            }
+            other => other,
+        }
+    }
+
+    /// Gives use `n` back: only the process that claimed it and could not
+    /// finish the admission calls this.
+    pub fn release(&self, mac: &Mac, n: u32) -> io::Result<()> {
+        remove_durably(&self.marker(mac, n))
+    }
+
+    /// Who holds use `n` of `mac`, if anyone. A marker being written (empty)
+    /// or unreadable counts as held: a use is never given twice on doubt.
+    pub fn holder(&self, mac: &Mac, n: u32) -> io::Result<Option<Holder>> {
+        let path = self.marker(mac, n);
+        let mut text = String::new();
+        match fs::OpenOptions::new().read(true).custom_flags(libc_nofollow()).open(&path) {
+            Ok(mut file) => {
+                let _ = file.read_to_string(&mut text);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(with_path(e, &path)),
+        }
+        Ok(Some(match NodeId::parse(text.trim()) {
+            Some(id) => Holder::Node(id),
+            None => Holder::Revoked,
+        }))
+    }
+
+    /// How many of the `uses` uses of `mac` are recorded.
+    pub fn used(&self, mac: &Mac, uses: u32) -> u32 {
+        (1..=uses).filter(|&n| self.marker(mac, n).symlink_metadata().is_ok()).count() as u32
+    }
+
+    /// Fills every free use of `mac` (`tokens revoke`): a revoked token
+    /// admits nobody even if a copy of `tokens` still lists it.
+    pub fn revoke(&self, mac: &Mac, uses: u32) -> io::Result<()> {
+        ensure_private_dir(&self.dir)?;
+        for n in 1..=uses {
+            create_exclusive(&self.marker(mac, n), REVOKED.as_bytes(), 0o600)?;
+        }
+        Ok(())
+    }
+
+    fn marker(&self, mac: &Mac, n: u32) -> PathBuf {
+        self.dir.join(format!("{}-{n}", mac.0))
+    }
+
+    /// The key, made on first use. Two processes making it at once: the file
+    /// is written aside and linked into place, which only one link wins.
+    fn key(&self) -> io::Result<[u8; 32]> {
+        let mut cached = self.key.lock().unwrap_or_else(|e| e.into_inner());
+        let inode = fs::symlink_metadata(&self.key_path).ok().map(|m| m.ino());
+        if let (Some((known, key)), Some(now)) = (cached.as_ref(), inode)
+            && *known == now
+        {
+            return Ok(*key);
+        }
+        if inode.is_none() {
+            self.make_key()?;
+        }
+        let mut key = [0u8; 32];
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc_nofollow())
+            .open(&self.key_path)
+            .map_err(|e| with_path(e, &self.key_path))?;
+        file.read_exact(&mut key).map_err(|e| with_path(e, &self.key_path))?;
+        let inode = file.metadata()?.ino();
+        *cached = Some((inode, key));
+        Ok(key)
+    }
+
+    fn make_key(&self) -> io::Result<()> {
+        let parent = self.key_path.parent().unwrap_or(Path::new("."));
+        let aside = parent.join(format!("{}key-{:016x}", atomic::TEMP_PREFIX, rand::random::<u64>()));
+        let key: [u8; 32] = rand::random();
+        create_exclusive(&aside, &key, 0o600)?;
+        let linked = fs::hard_link(&aside, &self.key_path);
+        let _ = fs::remove_file(&aside);
+        match linked {
+            Ok(()) => {
+                atomic::sync_dir(parent).map_err(|e| with_path(e, parent))?;
+                tracing::info!(key = %self.key_path.display(), "made the token ledger's key");
+                Ok(())
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(with_path(e, &self.key_path)),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_use_is_won_once_and_the_key_stays() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        let mac = ledger.mac("token").unwrap();
+        assert_eq!(ledger.mac("token").unwrap(), mac);
+        assert_ne!(ledger.mac("other").unwrap(), mac);
+        assert!(!mac.as_str().contains("token"));
+        let (a, b) = (NodeId::generate(), NodeId::generate());
+        assert!(ledger.claim(&mac, 1, &a).unwrap());
+        assert!(!ledger.claim(&mac, 1, &b).unwrap());
+        assert_eq!(ledger.holder(&mac, 1).unwrap(), Some(Holder::Node(a)));
+        assert_eq!(ledger.used(&mac, 3), 1);
+        // Another process on the same directory names the token alike.
+        assert_eq!(Ledger::new(dir.path()).mac("token").unwrap(), mac);
+        let mode = fs::metadata(dir.path().join(KEY_FILE)).unwrap().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        ledger.revoke(&mac, 3).unwrap();
+        assert_eq!(ledger.used(&mac, 3), 3);
+        assert_eq!(ledger.holder(&mac, 2).unwrap(), Some(Holder::Revoked));
+    }
+}
