@@ -16,10 +16,11 @@ async fn one_token_presented_32_times_at_once_admits_one_node() {
     fx.write_tokens("before\nshared\nafter\n");
     let server = InProcess::start(fx.config()).await;
     let client = node_client(&fx, server.addr);
-    let ca = certs::mint_node_ca("edge").unwrap();
     let tasks: Vec<_> = (0..32)
-        .map(|_| {
+        .map(|i| {
             let client = client.clone();
+            // 32 different nodes: the same CA again would be the same node.
+            let ca = certs::mint_node_ca(&format!("edge-{i}")).unwrap();
             let body = announcement("edge", &ca, "shared", &new_secret());
             tokio::spawn(async move { post(&client, &body).await })
         })

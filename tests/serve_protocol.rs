@@ -45,11 +45,20 @@ async fn a_known_token_admits_at_once_and_only_once() {
     assert!(record["peer_address"].as_str().unwrap().starts_with("127.0.0.1:"));
     assert!(record["announced_at"].as_str().unwrap().ends_with('Z'));
 
-    // The same token again: no longer known, so the node waits.
-    let again = post(&client, &announcement("edge-2", &ca, "the-token", &new_secret())).await;
+    // The same token from another node: spent, so that node waits.
+    let stranger = certs::mint_node_ca("edge-9").unwrap();
+    let again = post(&client, &announcement("edge-9", &stranger, "the-token", &new_secret())).await;
     assert_eq!(again.status, 201);
     assert_eq!(json(&again)["admitted"], false);
     assert!(json(&again).get("trust").is_none());
+    assert_ne!(json(&again)["id"], id.as_str());
+
+    // The same node again (janusd re-announces, new secret, same token, when
+    // it lost the answer or failed to apply the trust): its first id, admitted.
+    let secret = new_secret();
+    let again = post(&client, &announcement("edge-2", &ca, "the-token", &secret)).await;
+    assert_eq!(json(&again)["admitted"], true);
+    assert_eq!(json(&again)["id"], id.as_str());
 
     // An admitted node that asks again (power lost mid-apply) gets the trust.
     let poll = get(&client, &format!("/register/{id}"), Some(&secret)).await;

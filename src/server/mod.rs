@@ -159,10 +159,12 @@ impl App {
         let now = crate::store::tokens::now_unix();
         let max_age = self.limits.pending_max_age.as_secs() as i64;
         let mut pending = 0;
-        for crate::store::Pending { id, announced, token_claim } in self.store.pending()? {
-            if let Some(claim) = token_claim
-                && self.store.recover(&id, &claim)?
-            {
+        for crate::store::Pending { id, announced, token_claim, is_pending } in self.store.pending()? {
+            let recovered = match token_claim {
+                Some(claim) => self.store.recover(&id, &claim)?,
+                None => false,
+            };
+            if recovered || !is_pending {
                 continue;
             }
             let announced = announced.or_else(|| modified_unix(&self.store.record_path(&id)));

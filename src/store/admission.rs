@@ -47,14 +47,19 @@ impl Store {
         bundle_version: u64,
     ) -> io::Result<Admission> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        if !token.is_empty() {
+            // Looked for even when the token is no longer listed: its last
+            // use blanked it from the file.
+            let mac = self.tokens.ledger.mac(token)?;
+            if let Some(earlier) = self.holder_with_same_ca(&mac, MAX_USES_SCANNED, &record)? {
+                return self.readmit(earlier, &record, token, bundle_version);
+            }
+        }
         let Offer::Valid { mac, uses } = self.tokens.offer(token)? else {
             self.write_record(&record)?;
             self.audit.record("announced", announced(&record, !token.is_empty()))?;
             return Ok(Admission { id, admitted: false });
         };
-        if let Some(earlier) = self.holder_with_same_ca(&mac, uses, &record)? {
-            return self.readmit(earlier, &record, token, bundle_version);
-        }
         record.token_claim = Some(mac.as_str().to_string());
         self.write_record(&record)?;
         for n in 1..=uses {

@@ -86,6 +86,8 @@ pub struct Pending {
     /// `announced_at` as Unix seconds.
     pub announced: Option<i64>,
     pub token_claim: Option<String>,
+    /// False for an approved record whose token admission a crash cut short.
+    pub is_pending: bool,
 }
 
 pub struct Store {
@@ -316,7 +318,9 @@ impl Store {
         Ok((records, problems))
     }
 
-    /// Pending records, without holding the records: what the pending cap,
+    /// Pending records, and records a crash left between a token's claim
+    /// and the end of their admission (`admitted` false, a `token_claim`,
+    /// approved or not), without holding the records: what the pending cap,
     /// the age limit and crash recovery need.
     pub fn pending(&self) -> io::Result<Vec<Pending>> {
         #[derive(Deserialize)]
@@ -331,10 +335,13 @@ impl Store {
         let rfc3339 = &time::format_description::well_known::Rfc3339;
         let mut pending = Vec::new();
         self.scan(|id, s: Summary| {
-            if self.state_of_parts(id.as_str(), s.admitted) == NodeState::Pending {
+            let state = self.state_of_parts(id.as_str(), s.admitted);
+            let unfinished = !s.admitted && s.token_claim.is_some() && state != NodeState::Rejected;
+            if state == NodeState::Pending || unfinished {
                 let at = s.announced_at.and_then(|t| time::OffsetDateTime::parse(&t, rfc3339).ok());
                 let announced = at.map(|t| t.unix_timestamp());
-                pending.push(Pending { id, announced, token_claim: s.token_claim });
+                let is_pending = state == NodeState::Pending;
+                pending.push(Pending { id, announced, token_claim: s.token_claim, is_pending });
             }
         })?;
         Ok(pending)
