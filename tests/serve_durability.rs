@@ -103,13 +103,7 @@ async fn kill_9_mid_burst_leaves_only_whole_records_and_loses_no_answered_one() 
             let body = announcement("edge", &ca, "", &new_secret());
             let answered = answered_so_far.clone();
             tokio::spawn(async move {
-                let request = janus_registration::agent::http::Request {
-                    method: "POST",
-                    path: "/register",
-                    headers: vec![("Content-Type", "application/json".into())],
-                    body: Some(&body),
-                };
-                let answer = client.send(&request).await.ok().map(|(answer, _)| answer);
+                let answer = try_post(&client, &body).await;
                 if answer.as_ref().is_some_and(|a| a.status == 201) {
                     answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 }

@@ -64,15 +64,7 @@ async fn burst(
         .map(|(token, ca)| {
             let client = client.clone();
             let body = announcement("edge", ca, token, &new_secret());
-            tokio::spawn(async move {
-                let request = janus_registration::agent::http::Request {
-                    method: "POST",
-                    path: "/register",
-                    headers: vec![("Content-Type", "application/json".into())],
-                    body: Some(&body),
-                };
-                client.send(&request).await.ok().map(|(answer, _)| answer)
-            })
+            tokio::spawn(async move { try_post(&client, &body).await })
         })
         .collect();
     let mut admitted = Vec::new();

@@ -223,13 +223,18 @@ pub fn new_secret() -> String {
 }
 
 pub async fn post(client: &Endpoint, body: &[u8]) -> Answer {
+    try_post(client, body).await.expect("the endpoint answers")
+}
+
+/// The answer, or `None` when the connection failed (a server killed mid-request).
+pub async fn try_post(client: &Endpoint, body: &[u8]) -> Option<Answer> {
     let request = Request {
         method: "POST",
         path: "/register",
         headers: vec![("Content-Type", "application/json".into())],
         body: Some(body),
     };
-    client.send(&request).await.expect("the endpoint answers").0
+    client.send(&request).await.ok().map(|(answer, _)| answer)
 }
 
 pub async fn get(client: &Endpoint, path: &str, bearer: Option<&str>) -> Answer {
