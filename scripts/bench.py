@@ -184,8 +184,14 @@ def measure(bench, kind, sizes):
         report = bench.swarm(server, max(level, 16), max(2, sizes["sweep_requests"] // max(level, 16)), level)
         result["poll_p99_by_concurrency"][str(level)] = phase_summary(report["poll"])
     result["peak_rss_mib"] = round((server.stop() or 0) / 1024, 1)
+    result.update(measure_tokens(bench, kind, sizes))
+    return result
 
-    # Announcements with tokens, against a large tokens file.
+
+def measure_tokens(bench, kind, sizes):
+    """Announcements with tokens, against a large tokens file."""
+    start = bench.start_ours if kind == "ours" else bench.start_reference
+    result = {}
     tokens = [f"bench-token-{i:07d}-{os.urandom(6).hex()}" for i in range(sizes["token_file"])]
     state = bench.state(f"{kind}-tokens", tokens)
     used = tokens[: sizes["token_nodes"]]
@@ -201,11 +207,18 @@ def measure(bench, kind, sizes):
     with open(token_list, "w") as f:
         f.write("\n".join(burst) + "\n")
     report = bench.swarm(server, sizes["token_nodes"], 0, 64, ["--tokens", token_list])
-    server.stop()
     result["announce_token_64"] = phase_summary(report["announce"])
     result["announce_token_64"]["admitted_in_answer"] = report["admitted_in_answer"]
-    with open(os.path.join(state, "tokens")) as f:
-        left = f.read().split()
+    # Spent tokens are blanked by a thread of the server's just after each
+    # answer: give it a moment (polled, 10 s at most) to catch up.
+    deadline = time.monotonic() + 10
+    while True:
+        with open(os.path.join(state, "tokens")) as f:
+            left = f.read().split()
+        if left == tokens[2 * sizes["token_nodes"]:] or time.monotonic() > deadline:
+            break
+        time.sleep(0.05)
+    server.stop()
     result["announce_token"]["tokens_file_exact"] = (
         left == tokens[2 * sizes["token_nodes"]:]
         and result["announce_token"]["admitted_in_answer"] == sizes["token_nodes"]
@@ -317,6 +330,7 @@ def main():
     p.add_argument("--reference", help="registration-server.py, to measure side by side")
     p.add_argument("--quick", action="store_true", help="small sizes: checks the benchmark runs, measures little")
     p.add_argument("--out", default="bench-results.json")
+    p.add_argument("--only", choices=["tokens"], help="measure one phase alone (ours, and the reference if given)")
     args = p.parse_args()
     sizes = (
         dict(nodes=100, polls=5, concurrency=16, token_file=2000, token_nodes=100, levels=[16],
@@ -326,6 +340,13 @@ def main():
              sweep_requests=6000, records=100_000, wrk_seconds=5)
     )
     bench = Bench(args)
+    if args.only == "tokens":
+        results = {"ours": measure_tokens(bench, "ours", sizes)}
+        if args.reference:
+            results["reference"] = measure_tokens(bench, "reference", sizes)
+        print(json.dumps(results, indent=2))
+        shutil.rmtree(bench.work, ignore_errors=True)
+        return
     results = {
         "date": time.strftime("%Y-%m-%d"),
         "machine": f"{os.cpu_count()} cores, {platform.machine()}, {platform.release()}",

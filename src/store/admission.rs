@@ -4,9 +4,9 @@
 //!
 //! 1. the record, pending, naming the token's ledger entry (`token_claim`);
 //! 2. the claim of a use in the [`super::ledger`]: the commit point;
-//! 3. `approved/<id>`, then the audit events (`announced`, `admitted`,
-//!    `trust_delivered`), then `delivered/<id>` and the record saying
-//!    `admitted` — the answer goes out only after all of them.
+//! 3. `approved/<id>`, the audit events (`announced`, `admitted`,
+//!    `trust_delivered`) and `delivered/<id>`, side by side; then the record
+//!    saying `admitted` — the answer goes out only after all of them.
 //!
 //! A write that fails after step 2 undoes what was made, the claim last
 //! but one (the token is usable again) and the record last. A crash after
@@ -104,12 +104,13 @@ impl Store {
         Ok(false)
     }
 
-    /// Step 3 of the module's order: approval, audit, delivery mark, record.
-    /// `delivering` is the bundle version the answer carries, `None` when no
-    /// answer goes out (a recovery).
+    /// Step 3 of the module's order: approval, audit events and delivery
+    /// mark side by side (each `fsync`'d; a crash among them is finished by
+    /// a recovery, which writes them all again), then the record saying
+    /// `admitted`, which ends recovery. `delivering` is the bundle version
+    /// the answer carries, `None` when no answer goes out (a recovery).
     fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> io::Result<()> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
-        self.approve(&id, "token", "")?;
         let mut admitted = json!({"id": record.id, "by": "token"});
         if !token.is_empty() {
             admitted["token_sha256_prefix"] = json!(token_fingerprint(token));
@@ -118,20 +119,21 @@ impl Store {
         if let Some(version) = delivering {
             events.push(("trust_delivered", json!({"id": record.id, "bundle_version": version})));
         }
-        self.audit.record_all(&events)?;
+        let (approved, audited, marked) = std::thread::scope(|scope| {
+            let approving = scope.spawn(|| self.approve(&id, "token", ""));
+            let marking = scope.spawn(|| match delivering {
+                Some(_) => self.mark_delivered(&id).map(|_| ()),
+                None => Ok(()),
+            });
+            (approving.join(), self.audit.record_all(&events), marking.join())
+        });
+        let panicked = || io::Error::other("an admission writer panicked");
+        approved.map_err(|_| panicked())??;
+        audited?;
+        marked.map_err(|_| panicked())??;
         record.admitted = true;
         record.admitted_by = Some("token".into());
-        if delivering.is_none() {
-            return self.write_record(record);
-        }
-        // Two files in two directories, each fsync'd: written side by side.
-        let (written, marked) = std::thread::scope(|scope| {
-            let marking = scope.spawn(|| self.mark_delivered(&id));
-            (self.write_record(record), marking.join())
-        });
-        written?;
-        marked.map_err(|_| io::Error::other("the delivery marker panicked"))??;
-        Ok(())
+        self.write_record(record)
     }
 
     /// Takes back a claimed use whose admission could not be written: the

@@ -217,8 +217,22 @@ impl Tokens {
         }
     }
 
+    /// Blanks what the tidier has queued and not done yet: at shutdown, so a
+    /// stopped server leaves no spent token listed.
+    pub fn flush_tidy(&self) {
+        let batch = self.tidy.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take);
+        if let Some(batch) = batch.filter(|b| !b.is_empty())
+            && let Err(e) = self.blank(&batch)
+        {
+            tracing::warn!(cause = %e, "could not blank spent tokens in the tokens file");
+        }
+    }
+
     /// Overwrites every copy of each of `tokens` in the file with spaces, in
-    /// place, where the bytes still hold that token.
+    /// place, where the bytes still hold that token. The cached listing is
+    /// locked from before the writes until the file's new identity is
+    /// recorded, so a reader never takes our own write for someone else's
+    /// and parses the whole file again.
     fn blank(&self, tokens: &[String]) -> io::Result<()> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
@@ -228,11 +242,11 @@ impl Tokens {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
             Err(e) => return Err(with_path(e, &self.path)),
         };
-        let before = Stamp::of(&file.metadata()?);
-        if self.listed().stamp != Some(before) {
-            self.reread(&file)?;
-        }
         let mut listed = self.listed();
+        let before = Stamp::of(&file.metadata()?);
+        if listed.stamp != Some(before) {
+            *listed = self.reread(&file)?;
+        }
         let mut changed = false;
         for token in tokens {
             let Some(offsets) = listed.tokens.remove(token) else { continue };
@@ -246,13 +260,14 @@ impl Tokens {
                 }
             }
         }
-        if changed {
-            file.sync_data().map_err(|e| with_path(e, &self.path))?;
-        }
         let after = Stamp::of(&file.metadata()?);
         // Our own write changed the times; anyone else's (an append changes
         // the size) makes the next reader parse the file again.
         listed.stamp = (after.size == before.size).then_some(after);
+        drop(listed);
+        if changed {
+            file.sync_data().map_err(|e| with_path(e, &self.path))?;
+        }
         Ok(())
     }
 
@@ -385,14 +400,15 @@ impl Tokens {
             }
             Err(e) => return Err(with_path(e, &self.path)),
         };
+        let mut listed = self.listed();
         let stamp = Stamp::of(&file.metadata().map_err(|e| with_path(e, &self.path))?);
-        if self.listed().stamp != Some(stamp) {
-            self.reread(&file)?;
+        if listed.stamp != Some(stamp) {
+            *listed = self.reread(&file)?;
         }
         Ok(())
     }
 
-    fn reread(&self, mut file: &File) -> io::Result<()> {
+    fn reread(&self, mut file: &File) -> io::Result<Listed> {
         let stamp = Stamp::of(&file.metadata()?);
         let mut bytes = Vec::with_capacity(stamp.size as usize);
         file.seek(io::SeekFrom::Start(0))?;
@@ -405,8 +421,7 @@ impl Tokens {
             }
             offsets.push(offset);
         }
-        *self.listed() = listed;
-        Ok(())
+        Ok(listed)
     }
 
     fn listed(&self) -> MutexGuard<'_, Listed> {
