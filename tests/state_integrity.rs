@@ -24,6 +24,9 @@ fn whole_admissions(state: &Path) -> Result<usize, String> {
     let trail = fs::read_to_string(state.join("audit.jsonl")).unwrap_or_default();
     let mut holders = HashSet::new();
     for entry in fs::read_dir(state.join(LEDGER_DIR)).into_iter().flatten().flatten() {
+        if entry.file_name().to_string_lossy().starts_with('.') {
+            continue; // a claim's temp file, left by a kill before its link
+        }
         let holder = fs::read_to_string(entry.path()).unwrap_or_default();
         let Some(id) = NodeId::parse(holder.trim()) else { continue };
         let record = records(state).into_iter().find(|r| r["id"] == id.as_str());

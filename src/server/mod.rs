@@ -289,9 +289,12 @@ impl Prepared {
         let tidier = Arc::downgrade(&self.app.store);
         std::thread::Builder::new().name("tokens-tidier".into()).spawn(move || {
             while let Some(store) = tidier.upgrade() {
-                let turn = std::panic::AssertUnwindSafe(|| store.tokens.tidy_turn(Duration::from_millis(500)));
+                let turn =
+                    std::panic::AssertUnwindSafe(|| store.tokens.tidy_turn(Duration::from_millis(500)));
                 if std::panic::catch_unwind(turn).is_err() {
-                    tracing::error!("the tokens tidier panicked; the next maintenance pass blanks what it left");
+                    tracing::error!(
+                        "the tokens tidier panicked; the next maintenance pass blanks what it left"
+                    );
                 }
             }
         })?;

@@ -133,7 +133,7 @@ impl Store {
         marked.map_err(|_| panicked())??;
         record.admitted = true;
         record.admitted_by = Some("token".into());
-        self.write_record(record)
+        self.write_finished_record(record)
     }
 
     /// Takes back a claimed use whose admission could not be written: the

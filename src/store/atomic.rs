@@ -15,6 +15,18 @@ pub const TEMP_PREFIX: &str = ".tmp-";
 
 /// Replaces `path` with `bytes`, durably, with the given file mode.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    replace(path, bytes, mode, true)
+}
+
+/// Replaces `path`, which exists, as [`write_atomic`] does but without the
+/// directory's `fsync`: after a crash the name holds the old content or the
+/// new, whole. For a write whose loss a recovery repairs (the record that
+/// ends a token admission), not for anything a caller must find again.
+pub fn rewrite_recoverably(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    replace(path, bytes, mode, false)
+}
+
+fn replace(path: &Path, bytes: &[u8], mode: u32, sync_name: bool) -> io::Result<()> {
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
     let result = (|| {
@@ -30,7 +42,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         // Data and size; the name is made durable by the directory's fsync.
         file.sync_data()?;
         fs::rename(&temp, path)?;
-        sync_dir(dir)
+        if sync_name { sync_dir(dir) } else { Ok(()) }
     })();
     if result.is_err() {
         let _ = fs::remove_file(&temp);
@@ -39,28 +51,35 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 }
 
 /// Creates `path` with `bytes` only if no file (nor link) has that name,
-/// durably: `O_CREAT|O_EXCL` is decided by the file server, so exactly one
-/// of several racing processes (on several hosts) gets `Ok(true)`; the rest
-/// get `Ok(false)`. A creation that cannot complete (full disk) removes what
-/// it made, so the name stays free.
+/// durably and whole: the content is written and `fsync`'d under a temp
+/// name, then linked to `path`. `link` fails when the name exists, and the
+/// file server decides it atomically, so exactly one of several racing
+/// processes (on several hosts) gets `Ok(true)`; the rest get `Ok(false)`.
+/// A process killed at any point leaves the name free or holding the whole
+/// content, never an empty file (at worst a `.tmp-*` file).
 pub fn create_exclusive(path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool> {
-    let mut file = match OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(mode)
-        .custom_flags(libc_nofollow())
-        .open(path)
-    {
-        Ok(file) => file,
+    let dir = parent_of(path);
+    let temp = temp_path(dir, path);
+    let written = (|| {
+        let mut file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .custom_flags(libc_nofollow())
+            .open(&temp)?;
+        file.write_all(bytes)?;
+        file.set_permissions(fs::Permissions::from_mode(mode))?;
+        file.sync_data()
+    })();
+    let linked = written.and_then(|()| fs::hard_link(&temp, path));
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(()) => {}
         Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
         Err(e) => return Err(with_path(e, path)),
-    };
-    let written = (|| {
-        file.write_all(bytes)?;
-        file.sync_data()?;
-        sync_dir(parent_of(path))
-    })();
-    if let Err(e) = written {
+    }
+    if let Err(e) = sync_dir(dir) {
+        // Not known to be durable: give the name back rather than half-own it.
         let _ = fs::remove_file(path);
         return Err(with_path(e, path));
     }

@@ -23,7 +23,7 @@ use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Sha256;
 
 use super::NodeId;
-use super::atomic::{self, create_exclusive, ensure_private_dir, libc_nofollow, remove_durably, with_path};
+use super::atomic::{create_exclusive, ensure_private_dir, libc_nofollow, remove_durably, with_path};
 
 pub const LEDGER_DIR: &str = "token-uses";
 pub const KEY_FILE: &str = "token-uses.key";
@@ -132,8 +132,8 @@ impl Ledger {
         self.dir.join(format!("{}-{n}", mac.0))
     }
 
-    /// The key, made on first use. Two processes making it at once: the file
-    /// is written aside and linked into place, which only one link wins.
+    /// The key, made on first use. Two processes making it at once: only one
+    /// exclusive creation wins, and both read the winner's.
     fn key(&self) -> io::Result<[u8; 32]> {
         let mut cached = self.key.lock().unwrap_or_else(|e| e.into_inner());
         let inode = fs::symlink_metadata(&self.key_path).ok().map(|m| m.ino());
@@ -158,21 +158,11 @@ impl Ledger {
     }
 
     fn make_key(&self) -> io::Result<()> {
-        let parent = self.key_path.parent().unwrap_or(Path::new("."));
-        let aside = parent.join(format!("{}key-{:016x}", atomic::TEMP_PREFIX, rand::random::<u64>()));
         let key: [u8; 32] = rand::random();
-        create_exclusive(&aside, &key, 0o600)?;
-        let linked = fs::hard_link(&aside, &self.key_path);
-        let _ = fs::remove_file(&aside);
-        match linked {
-            Ok(()) => {
-                atomic::sync_dir(parent).map_err(|e| with_path(e, parent))?;
-                tracing::info!(key = %self.key_path.display(), "made the token ledger's key");
-                Ok(())
-            }
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
-            Err(e) => Err(with_path(e, &self.key_path)),
+        if create_exclusive(&self.key_path, &key, 0o600)? {
+            tracing::info!(key = %self.key_path.display(), "made the token ledger's key");
         }
+        Ok(())
     }
 }
 

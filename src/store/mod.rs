@@ -20,6 +20,7 @@ pub mod tokens;
 
 use std::fs;
 use std::io;
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
@@ -258,16 +259,36 @@ impl Store {
 
     /// Marks the trust as gone out to `id`: true for the first marking
     /// across processes. Callers audit the delivery before marking, so a
-    /// crash in between repeats the event rather than losing it.
+    /// crash in between repeats the event rather than losing it; for the
+    /// same reason the mark is not `fsync`'d: losing it costs a repeated
+    /// event, which readers drop.
     pub fn mark_delivered(&self, id: &NodeId) -> io::Result<bool> {
         let path = self.marker("delivered", id);
-        match atomic::create_exclusive(&path, b"", 0o600) {
+        let create = || {
+            fs::OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(0o600)
+                .custom_flags(atomic::libc_nofollow())
+                .open(&path)
+        };
+        match create() {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.ensure_layout()?;
-                atomic::create_exclusive(&path, b"", 0o600)
+                create().map(|_| true).map_err(|e| atomic::with_path(e, &path))
             }
-            other => other,
+            Err(e) => Err(atomic::with_path(e, &path)),
         }
+    }
+
+    /// The record that ends a token admission: its loss in a crash brings
+    /// back the pending one, whose claim a recovery finishes.
+    fn write_finished_record(&self, record: &NodeRecord) -> io::Result<()> {
+        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+        atomic::rewrite_recoverably(&self.record_path(&id), &json, 0o600)
     }
 
     pub fn state_of(&self, record: &NodeRecord) -> NodeState {
