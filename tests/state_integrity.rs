@@ -27,8 +27,10 @@ fn whole_admissions(state: &Path) -> Result<usize, String> {
         if entry.file_name().to_string_lossy().starts_with('.') {
             continue; // a claim's temp file, left by a kill before its link
         }
-        let holder = fs::read_to_string(entry.path()).unwrap_or_default();
-        let Some(id) = NodeId::parse(holder.trim()) else { continue };
+        // A marker is a link to the holder's record as it was when claimed.
+        let holder: serde_json::Value =
+            serde_json::from_slice(&fs::read(entry.path()).unwrap_or_default()).unwrap_or_default();
+        let Some(id) = holder["id"].as_str().and_then(NodeId::parse) else { continue };
         let record = records(state).into_iter().find(|r| r["id"] == id.as_str());
         let Some(record) = record else { return Err(format!("use held by {id}, which has no record")) };
         if record["admitted"] != true {
@@ -265,7 +267,7 @@ async fn an_admission_a_crash_cut_short_is_finished_and_the_node_gets_its_first_
         extra: Default::default(),
     };
     store.write_record(&record).unwrap();
-    assert!(ledger.claim(&mac, 1, &id).unwrap());
+    assert!(ledger.claim(&mac, 1, &store.record_path(&id)).unwrap());
     assert!(whole_admissions(&fx.state()).is_err());
 
     let server = InProcess::start(fx.config()).await;

@@ -3,7 +3,8 @@
 //! admission:
 //!
 //! 1. the record, pending, naming the token's ledger entry (`token_claim`);
-//! 2. the claim of a use in the [`super::ledger`]: the commit point;
+//! 2. the claim of a use in the [`super::ledger`], a hard link to that
+//!    record, and the `fsync` of both directories: the commit point;
 //! 3. `approved/<id>`, the audit events (`announced`, `admitted`,
 //!    `trust_delivered`) and `delivered/<id>`, side by side; then the record
 //!    saying `admitted` — the answer goes out only after all of them.
@@ -61,9 +62,11 @@ impl Store {
             return Ok(Admission { id, admitted: false });
         };
         record.token_claim = Some(mac.as_str().to_string());
-        self.write_record(&record)?;
+        // Whole but not yet durable: the claim makes it so, with its marker.
+        self.write_unclaimed_record(&record)?;
+        let record_path = self.record_path(&id);
         for n in 1..=uses {
-            if self.tokens.ledger.claim(&mac, n, &id)? {
+            if self.tokens.ledger.claim(&mac, n, &record_path)? {
                 return match self.finish(&mut record, token, Some(bundle_version)) {
                     Ok(()) => {
                         if n == uses {
@@ -79,6 +82,7 @@ impl Store {
             }
         }
         // Every use is spent: the node waits for an admin, as without a token.
+        atomic::sync_dir(&self.dir.join("nodes")).map_err(|e| atomic::with_path(e, &self.dir))?;
         self.tokens.spent(token);
         self.audit.record("announced", announced(&record, true))?;
         Ok(Admission { id, admitted: false })

@@ -18,10 +18,11 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     replace(path, bytes, mode, true)
 }
 
-/// Replaces `path`, which exists, as [`write_atomic`] does but without the
-/// directory's `fsync`: after a crash the name holds the old content or the
-/// new, whole. For a write whose loss a recovery repairs (the record that
-/// ends a token admission), not for anything a caller must find again.
+/// Replaces `path` as [`write_atomic`] does but without the directory's
+/// `fsync`: after a crash the name holds the old content (or none) or the
+/// new, whole. For a caller that syncs the directory itself (with more
+/// names), or a write whose loss a recovery repairs (the record that ends a
+/// token admission).
 pub fn rewrite_recoverably(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     replace(path, bytes, mode, false)
 }

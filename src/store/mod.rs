@@ -283,6 +283,20 @@ impl Store {
         }
     }
 
+    /// A record about to claim a token's use: whole (temp file, `fsync`,
+    /// rename) but its name not yet durable; the claim syncs the directory.
+    fn write_unclaimed_record(&self, record: &NodeRecord) -> io::Result<()> {
+        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+        match atomic::rewrite_recoverably(&self.record_path(&id), &json, 0o600) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.ensure_layout()?;
+                atomic::rewrite_recoverably(&self.record_path(&id), &json, 0o600)
+            }
+            other => other,
+        }
+    }
+
     /// The record that ends a token admission: its loss in a crash brings
     /// back the pending one, whose claim a recovery finishes.
     fn write_finished_record(&self, record: &NodeRecord) -> io::Result<()> {
