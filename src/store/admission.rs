@@ -5,9 +5,9 @@
 //! 1. the record, pending, naming the token's ledger entry (`token_claim`);
 //! 2. the claim of a use in the [`super::ledger`], a hard link to that
 //!    record, and the `fsync` of both directories: the commit point;
-//! 3. `approved/<id>`, the audit events (`announced`, `admitted`,
-//!    `trust_delivered`) and `delivered/<id>`, side by side; then the record
-//!    saying `admitted` — the answer goes out only after all of them.
+//! 3. `approved/<id>` and the audit events (`announced`, `admitted`,
+//!    `trust_delivered`), side by side; then the record saying `admitted` —
+//!    the answer goes out only after all of them.
 //!
 //! A write that fails after step 2 undoes what was made, the claim last
 //! but one (the token is usable again) and the record last. A crash after
@@ -108,10 +108,10 @@ impl Store {
         Ok(false)
     }
 
-    /// Step 3 of the module's order: approval, audit events and delivery
-    /// mark side by side (each `fsync`'d; a crash among them is finished by
-    /// a recovery, which writes them all again), then the record saying
-    /// `admitted`, which ends recovery. `delivering` is the bundle version
+    /// Step 3 of the module's order: approval and audit events side by side
+    /// (each `fsync`'d; a crash among them is finished by a recovery, which
+    /// writes them again), then the record saying `admitted`, which ends
+    /// recovery. `delivering` is the bundle version
     /// the answer carries, `None` when no answer goes out (a recovery).
     fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> io::Result<()> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
@@ -123,18 +123,16 @@ impl Store {
         if let Some(version) = delivering {
             events.push(("trust_delivered", json!({"id": record.id, "bundle_version": version})));
         }
-        let (approved, audited, marked) = std::thread::scope(|scope| {
+        // No `delivered/<id>` for an answer that carries the trust: it would
+        // cost an inode per admission, and janusd does not poll once its
+        // answer admitted it; a poll that comes anyway audits a second
+        // `trust_delivered`, which readers drop as a repeat.
+        let (approved, audited) = std::thread::scope(|scope| {
             let approving = scope.spawn(|| self.approve(&id, "token", ""));
-            let marking = scope.spawn(|| match delivering {
-                Some(_) => self.mark_delivered(&id).map(|_| ()),
-                None => Ok(()),
-            });
-            (approving.join(), self.audit.record_all(&events), marking.join())
+            (approving.join(), self.audit.record_all(&events))
         });
-        let panicked = || io::Error::other("an admission writer panicked");
-        approved.map_err(|_| panicked())??;
+        approved.map_err(|_| io::Error::other("the approval writer panicked"))??;
         audited?;
-        marked.map_err(|_| panicked())??;
         record.admitted = true;
         record.admitted_by = Some("token".into());
         self.write_finished_record(record)

@@ -119,8 +119,14 @@ impl Stamp {
 struct Listed {
     stamp: Option<Stamp>,
     tokens: HashMap<String, Vec<u64>>,
-    /// Each token once, in file order: for listings.
+    /// Each token once, in file order, for listings: blanked ones stay here
+    /// until the next read (removing one would cost a scan of 100,000), so
+    /// readers keep only those still in `tokens`.
     order: Vec<String>,
+    /// Read since the last sweep looked for spent tokens: someone else
+    /// wrote the file (or it is the first read), so a spent token may be
+    /// back. Our own blanking does not set it.
+    unswept: bool,
 }
 
 #[derive(Default)]
@@ -217,6 +223,12 @@ impl Tokens {
         }
     }
 
+    /// The listed tokens, each once, in file order.
+    fn listed_in_order(&self) -> Vec<String> {
+        let listed = self.listed();
+        listed.order.iter().filter(|t| listed.tokens.contains_key(*t)).cloned().collect()
+    }
+
     /// Blanks what the tidier has queued and not done yet: at shutdown, so a
     /// stopped server leaves no spent token listed.
     pub fn flush_tidy(&self) {
@@ -250,7 +262,6 @@ impl Tokens {
         let mut changed = false;
         for token in tokens {
             let Some(offsets) = listed.tokens.remove(token) else { continue };
-            listed.order.retain(|t| t != token);
             for offset in offsets {
                 let mut there = vec![0u8; token.len()];
                 if file.read_exact_at(&mut there, offset).is_ok() && there == token.as_bytes() {
@@ -278,16 +289,22 @@ impl Tokens {
     pub fn sweep(&self, audit: &Audit) -> io::Result<usize> {
         self.refresh()?;
         let now = now_unix();
-        let listed: Vec<String> = self.listed().order.clone();
+        let meta = self.meta_snapshot();
+        let unswept = std::mem::take(&mut self.listed().unswept);
+        let listed = self.listed_in_order();
         let mut gone = Vec::new();
         let mut expired = 0;
         for token in &listed {
-            let meta = self.meta_of(token);
+            let meta = meta.get(&sha256_hex(token.as_bytes())).cloned().unwrap_or_default();
             if meta.expired(now) {
                 audit.record("token_expired", json!({"token_sha256_prefix": token_fingerprint(token)}))?;
                 expired += 1;
                 gone.push(token.clone());
-            } else if self.ledger.used(&self.ledger.mac(token)?, meta.total_uses()) >= meta.total_uses() {
+            } else if unswept
+                && self.ledger.used(&self.ledger.mac(token)?, meta.total_uses()) >= meta.total_uses()
+            {
+                // Only after someone else wrote the file: the ledger is
+                // asked once per token per change, not at every pass.
                 gone.push(token.clone());
             }
         }
@@ -332,7 +349,7 @@ impl Tokens {
     /// The tokens with a use left, redacted, in file order.
     pub fn list(&self) -> io::Result<Vec<TokenInfo>> {
         self.refresh()?;
-        let order = self.listed().order.clone();
+        let order = self.listed_in_order();
         let mut out = Vec::new();
         for t in &order {
             let meta = self.meta_of(t);
@@ -358,7 +375,7 @@ impl Tokens {
     /// token's fingerprint.
     pub fn revoke(&self, key: &str) -> io::Result<String> {
         self.refresh()?;
-        let order = self.listed().order.clone();
+        let order = self.listed_in_order();
         let token = if order.iter().any(|t| t == key) {
             key.to_string()
         } else {
@@ -413,7 +430,7 @@ impl Tokens {
         let mut bytes = Vec::with_capacity(stamp.size as usize);
         file.seek(io::SeekFrom::Start(0))?;
         file.read_to_end(&mut bytes).map_err(|e| with_path(e, &self.path))?;
-        let mut listed = Listed { stamp: Some(stamp), ..Listed::default() };
+        let mut listed = Listed { stamp: Some(stamp), unswept: true, ..Listed::default() };
         for (word, offset) in parse(&bytes) {
             let offsets = listed.tokens.entry(word.to_string()).or_default();
             if offsets.is_empty() {
