@@ -19,6 +19,7 @@ use crate::pki;
 use crate::store::audit::{current_user, token_fingerprint};
 use crate::store::tokens::{self, TokenMeta, now_unix};
 use crate::store::{NodeId, NodeRecord, NodeState, Store};
+use crate::terminal::{self, escape, escape_lines};
 
 /// The console line a node prints for its CA, and nothing else.
 pub const CONSOLE_MARKER: &str = "pki: this node's CA: SHA-256 ";
@@ -129,11 +130,11 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             });
             let mut out = String::new();
             for problem in problems {
-                eprintln!("janus-registration: skipped an unreadable record: {problem}");
+                eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
             }
             if args.json {
                 for v in &views {
-                    let _ = writeln!(out, "{}", serde_json::to_string(v).expect("plain data"));
+                    let _ = writeln!(out, "{}", terminal::json_text(v));
                 }
                 return Ok(out.trim_end().to_string());
             }
@@ -152,13 +153,13 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
                 let _ = writeln!(
                     out,
                     "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  {}{}",
-                    v.id,
-                    v.name,
-                    v.address,
-                    v.peer_address.as_deref().unwrap_or("-"),
+                    escape(&v.id),
+                    escape(&v.name),
+                    escape(&v.address),
+                    escape(v.peer_address.as_deref().unwrap_or("-")),
                     format!("{:?}", v.state).to_lowercase(),
                     age(v.announced_at.as_deref()),
-                    v.ca_sha256,
+                    escape(&v.ca_sha256),
                     if same { "  (same CA: re-announced)" } else { "" }
                 );
             }
@@ -167,30 +168,24 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
         }
         NodesCommand::Show(args) => {
             let (_, record) = find(&store, &args.id)?;
-            let v = view(&store, &record);
-            let mut out = serde_json::to_string_pretty(&v).expect("plain data");
-            let der = pki::first_certificate(record.ca_cert_pem.as_bytes(), "ca_cert_pem")
-                .map_err(|e| e.to_string())?;
-            let cert = pki::parse(&der, "ca_cert_pem").map_err(|e| e.to_string())?;
-            let _ = write!(
-                out,
-                "\nCA subject: {}\nCA valid:   {} to {}\nThe node's console shows: {CONSOLE_MARKER}{}\n",
-                cert.subject(),
-                cert.validity().not_before,
-                cert.validity().not_after,
-                pki::sha256_hex(&der)
-            );
-            out.push_str(&record.ca_cert_pem);
-            Ok(out.trim_end().to_string())
+            Ok(show(&store, &record))
         }
         NodesCommand::Approve(args) => approve(&store, args),
         NodesCommand::Reject(args) => {
-            let (id, _) = find(&store, &args.id)?;
+            let (id, record) = find(&store, &args.id)?;
             let user = current_user();
-            store.reject(&id, &user).map_err(|e| e.to_string())?;
-            audit(&store, "rejected", json!({"id": id.as_str(), "by": "command", "user": user}))?;
+            let ca = ca_sha256_of(&record);
+            store.reject(&id, &ca, &user).map_err(|e| e.to_string())?;
+            audit(
+                &store,
+                "rejected",
+                json!({"id": id.as_str(), "by": "command", "user": user, "ca_sha256": ca}),
+            )?;
             Ok(format!(
-                "rejected {id}: its polls get 404 from now on (it announces again an hour later, with a new id)"
+                "rejected {id} ({}) and its CA {}: its polls get 404 from now on, and its later \
+                 announcements (new ids, same CA) are rejected at once; `nodes forget {id}` lifts that",
+                escape(&record.name),
+                escape(&ca)
             ))
         }
         NodesCommand::Forget(args) => {
@@ -204,7 +199,7 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             if events.is_empty() {
                 return Err(format!("the audit trail has no events for {}", args.id));
             }
-            Ok(events.iter().map(|e| e.to_string()).collect::<Vec<_>>().join("\n"))
+            Ok(events.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"))
         }
     }
 }
@@ -214,6 +209,9 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
     if let Some(hex) = &args.ca_sha256 {
         let want = normalize_fingerprint(hex)?;
         let (records, _) = store.list_records().map_err(|e| e.to_string())?;
+        if store.is_ca_rejected(&want) && !args.force {
+            return Err(rejected_ca_refusal(&want));
+        }
         let matching: Vec<&NodeRecord> = records
             .iter()
             .filter(|r| store.state_of(r) == NodeState::Pending && ca_sha256_of(r) == want)
@@ -230,7 +228,7 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
                 "admitted",
                 json!({"id": record.id, "by": "command", "user": user, "checked_ca_sha256": want}),
             )?;
-            let _ = writeln!(out, "approved {} ({})", record.id, record.name);
+            let _ = writeln!(out, "approved {} ({})", escape(&record.id), escape(&record.name));
         }
         return Ok(out.trim_end().to_string());
     }
@@ -240,6 +238,9 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
         return Err(format!("{id} was rejected; the node announces again with a new id, approve that one"));
     }
     let have = ca_sha256_of(&record);
+    if store.is_ca_rejected(&have) && !args.force {
+        return Err(rejected_ca_refusal(&have));
+    }
     let expected = match (&args.expect_ca_sha256, &args.console) {
         (Some(hex), _) => Some(normalize_fingerprint(hex)?),
         (None, Some(path)) => {
@@ -266,11 +267,14 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
     )?;
     Ok(match expected {
         Some(_) => {
-            format!("approved {id} ({}): its CA matches; it gets the trust at its next poll", record.name)
+            format!(
+                "approved {id} ({}): its CA matches; it gets the trust at its next poll",
+                escape(&record.name)
+            )
         }
         None => format!(
             "approved {id} ({}) without a fingerprint check; it gets the trust at its next poll",
-            record.name
+            escape(&record.name)
         ),
     })
 }
@@ -304,11 +308,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             store.tokens.sweep(&store.audit).map_err(|e| e.to_string())?;
             let list = store.tokens.list().map_err(|e| e.to_string())?;
             if args.json {
-                return Ok(list
-                    .iter()
-                    .map(|t| serde_json::to_string(t).expect("plain data"))
-                    .collect::<Vec<_>>()
-                    .join("\n"));
+                return Ok(list.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
             }
             let mut out = format!(
                 "{:<10}  {:<12}  {:<20}  {:>9}  ADDED BY\n",
@@ -320,11 +320,11 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 let _ = writeln!(
                     out,
                     "{:<10}  {:<12}  {:<20}  {:>9}  {}{}",
-                    t.shown,
+                    escape(&t.shown),
                     t.sha256_prefix,
                     expires,
                     t.uses_left,
-                    if t.added_by.is_empty() { "-" } else { &t.added_by },
+                    if t.added_by.is_empty() { "-".into() } else { escape(&t.added_by) },
                     if t.weak { "  WEAK" } else { "" }
                 );
             }
@@ -352,6 +352,78 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             Ok(format!("revoked the token with SHA-256 {fingerprint}…"))
         }
     }
+}
+
+fn rejected_ca_refusal(ca: &str) -> String {
+    format!(
+        "refusing: the CA SHA-256 {ca} was rejected (`nodes reject`); approve it anyway with --force, \
+         or lift the rejection with `nodes forget` of the rejected record"
+    )
+}
+
+/// `nodes show`: what an admin checks before approving, every field from
+/// the node escaped, the fingerprint computed from the stored PEM.
+fn show(store: &Store, record: &NodeRecord) -> String {
+    let v = view(store, record);
+    let mut out = String::new();
+    let field = |out: &mut String, label: &str, value: &str| {
+        let _ = writeln!(out, "{label:<14}{}", escape(value));
+    };
+    field(&mut out, "id:", &v.id);
+    field(&mut out, "name:", &v.name);
+    field(&mut out, "address:", &v.address);
+    field(&mut out, "peer address:", v.peer_address.as_deref().unwrap_or("-"));
+    field(&mut out, "state:", &format!("{:?}", v.state).to_lowercase());
+    field(&mut out, "announced:", v.announced_at.as_deref().unwrap_or("-"));
+    field(&mut out, "admitted by:", v.admitted_by.as_deref().unwrap_or("-"));
+    let strict = pki::NodeCa::check(&record.ca_cert_pem).is_ok();
+    match pki::first_certificate(record.ca_cert_pem.as_bytes(), "ca_cert_pem") {
+        Ok(der) => {
+            let computed = pki::sha256_hex(&der);
+            if let Ok(cert) = pki::parse(&der, "ca_cert_pem") {
+                field(&mut out, "CA subject:", &cert.subject().to_string());
+                let validity = cert.validity();
+                let now = now_unix();
+                let flag = if validity.not_after.timestamp() < now {
+                    "  EXPIRED"
+                } else if validity.not_before.timestamp() > now {
+                    "  NOT YET VALID"
+                } else {
+                    ""
+                };
+                let range = format!("{} to {}{flag}", validity.not_before, validity.not_after);
+                field(&mut out, "CA valid:", &range);
+            }
+            field(&mut out, "CA SHA-256:", &computed);
+            if let Some(stored) = record.ca_sha256.as_deref().filter(|s| *s != computed) {
+                let _ = writeln!(
+                    out,
+                    "WARNING: the record's stored ca_sha256 ({}) is not its certificate's; the line above is \
+                     computed from the stored PEM",
+                    escape(stored)
+                );
+            }
+            if store.is_ca_rejected(&computed) {
+                let _ = writeln!(out, "WARNING: this CA was rejected (`nodes reject`)");
+            }
+            let _ = writeln!(out, "The node's console shows: {CONSOLE_MARKER}{computed}");
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "WARNING: the stored ca_cert_pem holds no certificate: {}",
+                escape(&e.to_string())
+            );
+        }
+    }
+    if !strict {
+        let _ = writeln!(
+            out,
+            "WARNING: the stored ca_cert_pem is not exactly one CA certificate block (shown escaped)"
+        );
+    }
+    out.push_str(&escape_lines(record.ca_cert_pem.trim_end()));
+    out
 }
 
 /// `3m`, `5h`, `2d` since an RFC 3339 time.

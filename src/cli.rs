@@ -214,6 +214,9 @@ pub struct ApproveArgs {
     /// Approve every pending node with this CA SHA-256 (one node's re-announcements).
     #[arg(long, conflicts_with = "id")]
     pub ca_sha256: Option<String>,
+    /// Approve even a node whose CA an admin rejected (`nodes reject`).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, Args)]

@@ -28,3 +28,4 @@ pub mod protocol;
 pub mod server;
 pub mod shutdown;
 pub mod store;
+pub mod terminal;

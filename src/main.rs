@@ -13,7 +13,7 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(message) => {
-            eprintln!("janus-registration: {message}");
+            eprintln!("janus-registration: {}", janus_registration::terminal::escape(&message));
             ExitCode::FAILURE
         }
     }
@@ -74,21 +74,20 @@ fn runtime() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("cannot start the runtime: {e}"))
 }
 
-/// Logs go to stderr; colour only on a terminal. A log line that cannot be
-/// written is dropped: by default tracing-subscriber would `eprintln!` the
-/// error, which panics once stderr is gone (a log collector that died), and
-/// a panicking log call would take the request, or the shutdown, with it.
+/// Logs go to stderr. Text lines pass through the terminal escaper (so no
+/// colour: the escaper cannot tell our colours from a node's), JSON lines
+/// escape their strings themselves. A log line that cannot be written is
+/// dropped: by default tracing-subscriber would `eprintln!` the error,
+/// which panics once stderr is gone (a log collector that died), and a
+/// panicking log call would take the request, or the shutdown, with it.
 fn init_tracing(format: LogFormat, level: &str) {
-    use std::io::IsTerminal;
+    use janus_registration::terminal::EscapingWriter;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("janus_registration={level}")));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .log_internal_errors(false)
-        .with_ansi(std::io::stderr().is_terminal());
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).log_internal_errors(false).with_ansi(false);
     match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.with_writer(|| EscapingWriter(std::io::stderr())).init(),
+        LogFormat::Json => builder.with_writer(std::io::stderr).json().init(),
     }
 }

@@ -90,9 +90,27 @@ pub struct NodeCa {
 }
 
 impl NodeCa {
+    /// Exactly one PEM `CERTIFICATE` block with nothing but whitespace
+    /// around it (text outside the block would reach an admin's terminal;
+    /// a second certificate would be stored and never checked), holding a
+    /// CA certificate.
     pub fn check(pem: &str) -> Result<Self, PkiError> {
         let what = "ca_cert_pem";
-        let der = first_certificate(pem.as_bytes(), what)?;
+        let not_one_block = || PkiError::Unparsable {
+            what: what.into(),
+            reason: "not exactly one PEM CERTIFICATE block with only whitespace around it".into(),
+        };
+        let block = pem.trim_matches(|c: char| c.is_ascii_whitespace());
+        let body = block
+            .strip_prefix("-----BEGIN CERTIFICATE-----")
+            .and_then(|rest| rest.strip_suffix("-----END CERTIFICATE-----"))
+            .ok_or_else(not_one_block)?;
+        if !body.bytes().all(|b| {
+            b.is_ascii_alphanumeric() || matches!(b, b'+' | b'/' | b'=' | b'\n' | b'\r' | b' ' | b'\t')
+        }) {
+            return Err(not_one_block());
+        }
+        let der = first_certificate(block.as_bytes(), what)?;
         let cert = parse(&der, what)?;
         if !is_ca(&cert) {
             return Err(PkiError::NotCa { what: what.into() });

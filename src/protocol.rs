@@ -139,7 +139,7 @@ impl Announcement {
         };
         let ca_cert_pem = required_string(&fields, "ca_cert_pem")?;
         let ca = NodeCa::check(&ca_cert_pem)
-            .map_err(|_| refuse("ca_cert_pem must be a PEM CA certificate (basicConstraints CA:TRUE)"))?;
+            .map_err(|_| refuse("ca_cert_pem must be exactly one PEM CERTIFICATE block, with only whitespace around it, holding a CA certificate (basicConstraints CA:TRUE)"))?;
         Ok(Announcement { name, address, ca_cert_pem, ca_sha256: ca.sha256, registration_token, poll_secret })
     }
 }

@@ -98,7 +98,9 @@ fn admit_or_hold(
     };
     let for_policy = app.policy.as_ref().map(|_| record.clone());
     let outcome = app.store.announce(record, &token, app.trust().fleet.bundle_version)?;
-    if !outcome.admitted {
+    // The admission command decides on every announcement that did not
+    // admit (no token, or a token that admitted nobody), but a rejected CA's.
+    if !outcome.admitted && !outcome.rejected {
         app.pending.bump();
         if let (Some(policy), Some(record)) = (&app.policy, for_policy) {
             policy.submit(record);
@@ -134,7 +136,7 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Re
     // less than a hand-off to the blocking pool (measured, README "Performance").
     let record = app.store.read_record(&id)?.ok_or(ApiError::NotFound)?;
     let matches: bool = presented.as_bytes().ct_eq(record.poll_secret_sha256.as_bytes()).into();
-    if !matches || app.store.is_rejected(&id) {
+    if !matches || app.store.poll_refused(&id) {
         return Err(ApiError::NotFound);
     }
     // Two stats on the usual path; the approval's content is read only for
@@ -171,9 +173,14 @@ fn record_first_delivery(
     approval: &crate::store::Approval,
 ) -> Result<(), ApiError> {
     let mut events = Vec::new();
-    // A `touch`ed approval has no event yet: the node learns it now.
+    // A `touch`ed approval has no event yet: the node learns it now. Over a
+    // rejected CA it wins (the admin acted on purpose), and says so.
     if approval.by == "approval-file" {
-        events.push(("admitted", json!({"id": record.id, "by": "approval-file", "user": approval.user})));
+        let over_rejected_ca = app.store.is_rejected(id);
+        events.push((
+            "admitted",
+            json!({"id": record.id, "by": "approval-file", "user": approval.user, "over_rejected_ca": over_rejected_ca}),
+        ));
     }
     let version = app.trust().fleet.bundle_version;
     events.push(("trust_delivered", json!({"id": record.id, "bundle_version": version})));

@@ -34,6 +34,8 @@ const MAX_USES_SCANNED: u32 = 100_000;
 pub struct Admission {
     pub id: NodeId,
     pub admitted: bool,
+    /// Its CA was rejected: stored and rejected at once (polls get 404).
+    pub rejected: bool,
 }
 
 impl Store {
@@ -48,6 +50,19 @@ impl Store {
         bundle_version: u64,
     ) -> io::Result<Admission> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        if record.ca_sha256.as_deref().is_some_and(|ca| self.is_ca_rejected(ca)) {
+            // Before any token: a rejected CA spends no use.
+            self.write_record(&record)?;
+            self.reject_for_ca(&id)?;
+            self.audit.record_all(&[
+                ("announced", announced(&record, !token.is_empty())),
+                (
+                    "rejected",
+                    json!({"id": record.id, "by": super::BY_REJECTED_CA, "ca_sha256": record.ca_sha256}),
+                ),
+            ])?;
+            return Ok(Admission { id, admitted: false, rejected: true });
+        }
         if !token.is_empty() {
             // Looked for even when the token is no longer listed: its last
             // use blanked it from the file.
@@ -59,7 +74,7 @@ impl Store {
         let Offer::Valid { mac, uses } = self.tokens.offer(token)? else {
             self.write_record(&record)?;
             self.audit.record("announced", announced(&record, !token.is_empty()))?;
-            return Ok(Admission { id, admitted: false });
+            return Ok(Admission { id, admitted: false, rejected: false });
         };
         record.token_claim = Some(mac.as_str().to_string());
         // Whole but not yet durable: the claim makes it so, with its marker.
@@ -72,7 +87,7 @@ impl Store {
                         if n == uses {
                             self.tokens.spent(token);
                         }
-                        Ok(Admission { id, admitted: true })
+                        Ok(Admission { id, admitted: true, rejected: false })
                     }
                     Err(e) => {
                         self.undo(&id, &mac, n);
@@ -85,7 +100,7 @@ impl Store {
         atomic::sync_dir(&self.dir.join("nodes")).map_err(|e| atomic::with_path(e, &self.dir))?;
         self.tokens.spent(token);
         self.audit.record("announced", announced(&record, true))?;
-        Ok(Admission { id, admitted: false })
+        Ok(Admission { id, admitted: false, rejected: false })
     }
 
     /// Finishes an admission whose use a crash left claimed but unfinished.
@@ -200,7 +215,7 @@ impl Store {
         let id =
             NodeId::parse(&earlier.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         tracing::info!(node = %id, "the node that spent this token announced again: answered with its first id");
-        Ok(Admission { id, admitted: true })
+        Ok(Admission { id, admitted: true, rejected: false })
     }
 }
 

@@ -26,6 +26,11 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// 64 lowercase hex digits: safe as a file name.
+fn is_sha256_hex(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// Refuses a directory others may write to, as ssh's StrictModes does:
 /// anyone could plant records, approvals or links there. Group-writable
 /// stays allowed (a Kubernetes fsGroup volume is).
@@ -114,7 +119,10 @@ pub struct Approval {
     pub user: String,
 }
 
-const SUBDIRS: [&str; 5] = ["nodes", "approved", "rejected", "delivered", ledger::LEDGER_DIR];
+const SUBDIRS: [&str; 6] = ["nodes", "approved", "rejected", "delivered", "rejected-cas", ledger::LEDGER_DIR];
+
+/// How `rejected/<id>` names a record rejected because its CA was.
+pub const BY_REJECTED_CA: &str = "rejected-ca";
 
 /// How old a `.tmp-*` file must be before startup takes it for a crash's leftover.
 const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -235,16 +243,64 @@ impl Store {
         self.marker("rejected", id).exists()
     }
 
-    /// Marks `id` rejected (its polls get 404) and withdraws any approval.
-    pub fn reject(&self, id: &NodeId, user: &str) -> io::Result<()> {
+    /// Who rejected `id`, when it is rejected.
+    pub fn rejection(&self, id: &NodeId) -> Option<Approval> {
+        let note = fs::read(self.marker("rejected", id)).ok()?;
+        Some(
+            serde_json::from_slice(&note)
+                .unwrap_or_else(|_| Approval { by: "rejection-file".into(), user: "".into() }),
+        )
+    }
+
+    /// Whether polls of `id` get 404: rejected, unless the rejection came
+    /// from its CA alone and an admin made `approved/<id>` anyway.
+    pub fn poll_refused(&self, id: &NodeId) -> bool {
+        self.is_rejected(id)
+            && !(self.is_approved(id) && self.rejection(id).is_some_and(|r| r.by == BY_REJECTED_CA))
+    }
+
+    /// Marks `id` rejected (its polls get 404) and withdraws any approval;
+    /// its CA (`ca_sha256`) is rejected too, so the node's later
+    /// announcements are rejected at once.
+    pub fn reject(&self, id: &NodeId, ca_sha256: &str, user: &str) -> io::Result<()> {
         let note = serde_json::to_vec(&Approval { by: "command".into(), user: user.into() })
             .map_err(io::Error::other)?;
+        if is_sha256_hex(ca_sha256) {
+            let why = serde_json::to_vec(&serde_json::json!({"id": id.as_str(), "user": user}))
+                .map_err(io::Error::other)?;
+            self.write_file(&self.dir.join("rejected-cas").join(ca_sha256), &why)?;
+        }
         self.write_file(&self.marker("rejected", id), &note)?;
         atomic::remove_durably(&self.approval_path(id))
     }
 
-    /// Removes every file about `id`.
+    /// Marks `id` rejected because its CA is (audited by the caller).
+    pub fn reject_for_ca(&self, id: &NodeId) -> io::Result<()> {
+        let note = serde_json::to_vec(&Approval { by: BY_REJECTED_CA.into(), user: String::new() })
+            .map_err(io::Error::other)?;
+        self.write_file(&self.marker("rejected", id), &note)
+    }
+
+    pub fn is_ca_rejected(&self, ca_sha256: &str) -> bool {
+        is_sha256_hex(ca_sha256) && self.dir.join("rejected-cas").join(ca_sha256).exists()
+    }
+
+    /// Lifts the rejection of a CA (`nodes forget` of its rejected record).
+    pub fn lift_ca_rejection(&self, ca_sha256: &str) -> io::Result<()> {
+        if !is_sha256_hex(ca_sha256) {
+            return Ok(());
+        }
+        atomic::remove_durably(&self.dir.join("rejected-cas").join(ca_sha256))
+    }
+
+    /// Removes every file about `id`; when it was rejected, the rejection
+    /// of its CA goes with it.
     pub fn forget(&self, id: &NodeId) -> io::Result<()> {
+        if self.is_rejected(id)
+            && let Some(ca) = self.read_record(id).ok().flatten().and_then(|r| r.ca_sha256)
+        {
+            self.lift_ca_rejection(&ca)?;
+        }
         atomic::remove_durably(&self.record_path(id))?;
         for sub in ["approved", "rejected", "delivered"] {
             atomic::remove_durably(&self.marker(sub, id))?;
@@ -311,7 +367,7 @@ impl Store {
 
     fn state_of_parts(&self, id: &str, admitted: bool) -> NodeState {
         match NodeId::parse(id) {
-            Some(id) if self.is_rejected(&id) => NodeState::Rejected,
+            Some(id) if self.poll_refused(&id) => NodeState::Rejected,
             Some(id) if self.is_approved(&id) => NodeState::Admitted,
             _ if admitted => NodeState::Admitted,
             _ => NodeState::Pending,
