@@ -212,10 +212,15 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
         if store.is_ca_rejected(&want) && !args.force {
             return Err(rejected_ca_refusal(&want));
         }
-        let matching: Vec<&NodeRecord> = records
-            .iter()
-            .filter(|r| store.state_of(r) == NodeState::Pending && ca_sha256_of(r) == want)
-            .collect();
+        // With --force, the records rejected only because their CA was are
+        // approved too: what the admin asked for.
+        let approvable = |r: &NodeRecord| match store.state_of(r) {
+            NodeState::Pending => true,
+            NodeState::Rejected => args.force && rejected_for_ca_only(store, r),
+            NodeState::Admitted => false,
+        };
+        let matching: Vec<&NodeRecord> =
+            records.iter().filter(|r| approvable(r) && ca_sha256_of(r) == want).collect();
         if matching.is_empty() {
             return Err(format!("no pending node has the CA SHA-256 {want}"));
         }
@@ -234,7 +239,7 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
     }
     let id = args.id.as_deref().ok_or("name the node to approve, or give --ca-sha256")?;
     let (node, record) = find(store, id)?;
-    if store.is_rejected(&node) {
+    if store.is_rejected(&node) && !(args.force && rejected_for_ca_only(store, &record)) {
         return Err(format!("{id} was rejected; the node announces again with a new id, approve that one"));
     }
     let have = ca_sha256_of(&record);
@@ -352,6 +357,13 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             Ok(format!("revoked the token with SHA-256 {fingerprint}…"))
         }
     }
+}
+
+/// Rejected at its announcement because its CA was, not by a command.
+fn rejected_for_ca_only(store: &Store, record: &NodeRecord) -> bool {
+    NodeId::parse(&record.id)
+        .and_then(|id| store.rejection(&id))
+        .is_some_and(|r| r.by == crate::store::BY_REJECTED_CA)
 }
 
 fn rejected_ca_refusal(ca: &str) -> String {

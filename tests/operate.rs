@@ -12,16 +12,6 @@ use common::*;
 use janus_registration::certs;
 use janus_registration::server::policy::PolicyConfig;
 
-fn admin(state: &std::path::Path, args: &[&str]) -> (bool, String, String) {
-    let output =
-        Command::new(BIN).args(args).arg("--state").arg(state).env("USER", "alice").output().unwrap();
-    (
-        output.status.success(),
-        String::from_utf8_lossy(&output.stdout).to_string(),
-        String::from_utf8_lossy(&output.stderr).to_string(),
-    )
-}
-
 async fn announce(
     client: &janus_registration::agent::http::Endpoint,
     name: &str,
@@ -33,10 +23,6 @@ async fn announce(
     let id =
         if answer.status == 201 { json(&answer)["id"].as_str().unwrap().to_string() } else { String::new() };
     (id, secret, answer.status)
-}
-
-fn ca_hash(ca: &certs::Minted) -> String {
-    certs::console_line(&ca.cert_pem).unwrap().rsplit(' ').next().unwrap().to_string()
 }
 
 #[tokio::test]

@@ -405,3 +405,19 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// An admin command on `state`, as user alice: (success, stdout, stderr).
+pub fn admin(state: &Path, args: &[&str]) -> (bool, String, String) {
+    let output =
+        Command::new(BIN).args(args).arg("--state").arg(state).env("USER", "alice").output().unwrap();
+    (
+        output.status.success(),
+        String::from_utf8_lossy(&output.stdout).to_string(),
+        String::from_utf8_lossy(&output.stderr).to_string(),
+    )
+}
+
+/// The CA fingerprint as the node's console prints it.
+pub fn ca_hash(ca: &Minted) -> String {
+    certs::console_line(&ca.cert_pem).unwrap().rsplit(' ').next().unwrap().to_string()
+}
