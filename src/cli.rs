@@ -8,8 +8,10 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::server::limits::LimitsConfig;
-use crate::server::policy::PolicyConfig;
-use crate::server::{DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, ServeConfig};
+use crate::server::policy::{DEFAULT_QUEUE, PolicyConfig};
+use crate::server::{
+    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_SOURCE, ServeConfig,
+};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -302,6 +304,11 @@ pub struct ServeArgs {
     /// Connections open at once; more are closed at accept.
     #[arg(long, env = "JANUS_REGISTRATION_MAX_CONNECTIONS", default_value_t = DEFAULT_MAX_CONNECTIONS)]
     pub max_connections: usize,
+    /// Connections one source (an IPv4 address, an IPv6 /64) may hold open; more are closed at
+    /// accept, so one address cannot starve the others. Behind a NAT all nodes share one
+    /// source: raise it there (0: no per-source cap).
+    #[arg(long, env = "JANUS_REGISTRATION_MAX_CONNECTIONS_PER_SOURCE", default_value_t = DEFAULT_MAX_CONNECTIONS_PER_SOURCE)]
+    pub max_connections_per_source: usize,
     /// Seconds in-flight requests get to finish after SIGTERM.
     #[arg(long, env = "JANUS_REGISTRATION_SHUTDOWN_GRACE", default_value_t = 10)]
     pub shutdown_grace: u64,
@@ -311,13 +318,14 @@ pub struct ServeArgs {
     /// ...then one per this interval (429 with Retry-After beyond).
     #[arg(long, env = "JANUS_REGISTRATION_RATE_EVERY", value_parser = parse_duration, default_value = "6s")]
     pub rate_every: Duration,
-    /// Pending records beyond which tokenless announcements get 503.
+    /// Pending records beyond which announcements that do not admit get 503 (a token that admits still does).
     #[arg(long, env = "JANUS_REGISTRATION_MAX_PENDING", default_value_t = 5000)]
     pub max_pending: usize,
     /// Pending records older than this are forgotten (the node announces again after its next 404).
     #[arg(long, env = "JANUS_REGISTRATION_PENDING_MAX_AGE", value_parser = parse_duration, default_value = "7d")]
     pub pending_max_age: Duration,
-    /// A program that decides on tokenless announcements: the record as JSON on stdin; exit 0 admits, 1 leaves pending.
+    /// A program that decides on every announcement that did not admit: the record as JSON on stdin;
+    /// exit 0 admits, 1 leaves pending.
     #[arg(long, env = "JANUS_REGISTRATION_ADMISSION_COMMAND")]
     pub admission_command: Option<PathBuf>,
     /// How long the admission command may run.
@@ -326,6 +334,10 @@ pub struct ServeArgs {
     /// How many admission commands may run at once.
     #[arg(long, env = "JANUS_REGISTRATION_ADMISSION_CONCURRENCY", default_value_t = 4)]
     pub admission_concurrency: usize,
+    /// Announcements waiting for the admission command, at most; past it a node stays pending
+    /// for an admin (counted in metrics, logged once a minute).
+    #[arg(long, env = "JANUS_REGISTRATION_ADMISSION_QUEUE", default_value_t = DEFAULT_QUEUE)]
+    pub admission_queue: usize,
     /// How often the fleet and certificate files are checked for changes, besides watch events.
     #[arg(long, env = "JANUS_REGISTRATION_RELOAD_EVERY", value_parser = parse_duration, default_value = "5s")]
     pub reload_every: Duration,
@@ -345,6 +357,7 @@ impl ServeArgs {
     pub fn config(&self) -> ServeConfig {
         ServeConfig {
             max_connections: self.max_connections.max(1),
+            max_connections_per_source: self.max_connections_per_source,
             shutdown_grace: Duration::from_secs(self.shutdown_grace),
             limits: LimitsConfig {
                 burst: self.rate_burst.max(1),
@@ -356,6 +369,7 @@ impl ServeArgs {
                 command,
                 timeout: self.admission_timeout,
                 concurrency: self.admission_concurrency.max(1),
+                queue: self.admission_queue.max(1),
             }),
             reload_every: self.reload_every.max(Duration::from_millis(100)),
             maintenance_every: self.maintenance_every.max(Duration::from_millis(100)),

@@ -210,7 +210,7 @@ async fn the_admission_command_decides_when_a_token_admitted_nobody() {
     std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     let mut config = fx.config();
     config.admission =
-        Some(PolicyConfig { command: script, timeout: Duration::from_secs(5), concurrency: 2 });
+        Some(PolicyConfig { command: script, timeout: Duration::from_secs(5), concurrency: 2, queue: 256 });
     let server = InProcess::start(config).await;
     let client = node_client(&fx, server.addr);
     let ca = certs::mint_node_ca("edge").unwrap();

@@ -236,6 +236,7 @@ async fn the_admission_command_admits_by_console_and_leaves_the_rest_pending() {
         command: console_policy(&fx, &consoles),
         timeout: Duration::from_secs(10),
         concurrency: 2,
+        queue: 256,
     });
     let server = InProcess::start(config).await;
     let client = node_client(&fx, server.addr);
@@ -267,7 +268,7 @@ async fn a_slow_admission_command_is_cut_off_and_the_node_stays_pending() {
     std::fs::set_permissions(&slow, std::fs::Permissions::from_mode(0o755)).unwrap();
     let mut config = fx.config();
     config.admission =
-        Some(PolicyConfig { command: slow, timeout: Duration::from_millis(300), concurrency: 1 });
+        Some(PolicyConfig { command: slow, timeout: Duration::from_millis(300), concurrency: 1, queue: 256 });
     let server = InProcess::start(config).await;
     let client = node_client(&fx, server.addr);
     let started = std::time::Instant::now();

@@ -74,6 +74,10 @@ impl IntoResponse for ApiError {
         if let ApiError::TooMany(retry) = &self {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry.as_secs().max(1).into());
         }
+        if let ApiError::Unavailable(_) = &self {
+            // The pending cap: room comes back as admins act or records age out.
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, 60u64.into());
+        }
         response
     }
 }

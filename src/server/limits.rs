@@ -3,8 +3,9 @@
 //! announcements (429 with `Retry-After`), and a cap on pending records
 //! (503 for tokenless announcements; a token still admits).
 //!
-//! Invariants: one source's flood never spends another source's bucket; the
-//! limiter's memory is bounded (full buckets are forgotten); the pending
+//! Invariants: one source's flood never spends another source's bucket (an
+//! IPv6 source is its /64); the limiter costs O(1) per request and its
+//! memory is bounded whatever the number of sources; the pending
 //! count is an estimate kept fresh by a periodic scan of the state, so
 //! several replicas sharing a directory converge on the same cap.
 
@@ -42,17 +43,44 @@ struct Bucket {
     at: Instant,
 }
 
-/// Tracks sources past this many and forgets the full buckets.
-const TRACKED_SOURCES: usize = 65_536;
+/// How many sources each of the limiter's two generations holds.
+const GENERATION: usize = 32_768;
+
+/// Who a limit applies to: an IPv4 address, or an IPv6 /64 (one host's
+/// share of a network: a single machine gets a /64 to spread over).
+pub fn source_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => IpAddr::V4(v4),
+            None => {
+                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
+                IpAddr::V6(prefix.into())
+            }
+        },
+        v4 => v4,
+    }
+}
+
+/// Token buckets in two generations: a source is looked up in the current
+/// one, then the previous one (and moved up); when the current one is
+/// full, the previous is dropped whole and the current becomes it. So each
+/// request costs O(1) and memory holds at most 2 x [`GENERATION`] sources,
+/// however many send. A source forgotten that way comes back with a full
+/// bucket, which only a flood of 32,768 other sources can make happen.
+#[derive(Default)]
+struct Generations {
+    current: HashMap<IpAddr, Bucket>,
+    previous: HashMap<IpAddr, Bucket>,
+}
 
 pub struct RateLimiter {
     config: LimitsConfig,
-    buckets: Mutex<HashMap<IpAddr, Bucket>>,
+    buckets: Mutex<Generations>,
 }
 
 impl RateLimiter {
     pub fn new(config: LimitsConfig) -> Self {
-        RateLimiter { config, buckets: Mutex::new(HashMap::new()) }
+        RateLimiter { config, buckets: Mutex::new(Generations::default()) }
     }
 
     fn per_second(&self) -> f64 {
@@ -62,13 +90,18 @@ impl RateLimiter {
     /// Takes one announcement from `source`'s bucket; `Err(retry_after)` when empty.
     pub fn check(&self, source: IpAddr) -> Result<(), Duration> {
         let now = Instant::now();
+        let key = source_key(source);
         let burst = f64::from(self.config.burst.max(1));
         let rate = self.per_second();
         let mut buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
-        if buckets.len() >= TRACKED_SOURCES {
-            buckets.retain(|_, b| b.tokens + now.duration_since(b.at).as_secs_f64() * rate < burst);
+        if !buckets.current.contains_key(&key) {
+            let earlier = buckets.previous.remove(&key).unwrap_or(Bucket { tokens: burst, at: now });
+            if buckets.current.len() >= GENERATION {
+                buckets.previous = std::mem::take(&mut buckets.current);
+            }
+            buckets.current.insert(key, earlier);
         }
-        let bucket = buckets.entry(source).or_insert(Bucket { tokens: burst, at: now });
+        let bucket = buckets.current.get_mut(&key).expect("just inserted");
         bucket.tokens = (bucket.tokens + now.duration_since(bucket.at).as_secs_f64() * rate).min(burst);
         bucket.at = now;
         if bucket.tokens >= 1.0 {
@@ -78,6 +111,12 @@ impl RateLimiter {
             let wait = (1.0 - bucket.tokens) / rate;
             Err(Duration::from_secs_f64(wait.ceil().max(1.0)))
         }
+    }
+
+    /// Sources tracked now (at most twice [`GENERATION`]).
+    pub fn tracked(&self) -> usize {
+        let buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
+        buckets.current.len() + buckets.previous.len()
     }
 }
 
@@ -116,5 +155,24 @@ mod tests {
         let retry = limiter.check(a).unwrap_err();
         assert!(retry >= Duration::from_secs(1) && retry <= Duration::from_secs(60), "{retry:?}");
         assert!(limiter.check(b).is_ok(), "another source is not starved");
+    }
+
+    #[test]
+    fn one_ipv6_64_is_one_source_and_memory_stays_bounded() {
+        let limiter = RateLimiter::new(LimitsConfig {
+            burst: 2,
+            refill_every: Duration::from_secs(60),
+            ..Default::default()
+        });
+        for host in 1..=2u16 {
+            assert!(limiter.check(format!("2001:db8:1:2::{host:x}").parse().unwrap()).is_ok());
+        }
+        assert!(limiter.check("2001:db8:1:2:ffff::9".parse().unwrap()).is_err(), "the same /64");
+        assert!(limiter.check("2001:db8:1:3::1".parse().unwrap()).is_ok(), "the next /64");
+        assert_eq!(source_key("::ffff:10.0.0.1".parse().unwrap()), "10.0.0.1".parse::<IpAddr>().unwrap());
+        for i in 0..(3 * GENERATION as u32) {
+            let _ = limiter.check(IpAddr::V4(i.into()));
+        }
+        assert!(limiter.tracked() <= 2 * GENERATION, "{}", limiter.tracked());
     }
 }

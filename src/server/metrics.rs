@@ -37,6 +37,7 @@ pub struct Metrics {
     pub polls: Family<OutcomeLabels, Counter>,
     pub connection_failures: Family<OutcomeLabels, Counter>,
     pub pending: Gauge,
+    pub admission_queue_full: Counter,
     pub cert_not_after: Gauge,
     pub bundle_version: Gauge,
 }
@@ -66,10 +67,16 @@ impl Default for Metrics {
         registry.register("polls", "Polls by outcome: pending, admitted, unknown", polls.clone());
         registry.register(
             "connection_failures",
-            "Connections that never carried a request: tls (handshake failed or timed out), connection_cap",
+            "Connections that never carried a request: tls (handshake failed or timed out), connection_cap, source_cap (per-source cap), emfile (out of file descriptors at accept), accept",
             connection_failures.clone(),
         );
         registry.register("pending_records", "Pending node records (as last counted)", pending.clone());
+        let admission_queue_full = Counter::default();
+        registry.register(
+            "admission_queue_full",
+            "Pending announcements the admission command was not asked about: its queue was full",
+            admission_queue_full.clone(),
+        );
         registry.register(
             "certificate_not_after_seconds",
             "Expiry of the served certificate, Unix seconds",
@@ -84,6 +91,7 @@ impl Default for Metrics {
             polls,
             connection_failures,
             pending,
+            admission_queue_full,
             cert_not_after,
             bundle_version,
         }

@@ -33,6 +33,12 @@ use crate::store::Store;
 
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 64;
+/// The metrics listener's cap: a scraper or two, never the main listener's files.
+const METRICS_MAX_CONNECTIONS: usize = 16;
+/// Files the process keeps besides connections: state, logs, the admission
+/// command's pipes, the metrics listener's connections.
+const OWN_FILES: usize = 64 + METRICS_MAX_CONNECTIONS;
 /// Connections the kernel queues before accept: a boot storm of nodes each
 /// opening a new connection overflows the usual 128, and a dropped SYN costs
 /// the node a 1 s retransmit.
@@ -59,6 +65,9 @@ pub struct ServeConfig {
     pub maintenance_every: Duration,
     /// Where to serve Prometheus metrics over plain HTTP; off when `None`.
     pub metrics_listen: Option<SocketAddr>,
+    /// Open connections one source (an IPv4 address, an IPv6 /64) may hold;
+    /// 0: no per-source cap.
+    pub max_connections_per_source: usize,
     /// Keep connections open between requests (closed after 5 s idle);
     /// off by default: a node opens a new connection per request and never
     /// closes the old one, so the server must.
@@ -74,6 +83,7 @@ impl ServeConfig {
             key,
             state,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
             shutdown_grace: Duration::from_secs(10),
             limits: limits::LimitsConfig::default(),
             admission: None,
@@ -197,8 +207,35 @@ pub struct Prepared {
     config: ServeConfig,
 }
 
+/// Raises the soft open-file limit to the hard one (a common soft limit of
+/// 1024 would fail accepts with EMFILE before the connection cap engages);
+/// when even the hard limit cannot hold `max_connections` and our own
+/// files, lowers the cap and says so.
+fn fit_open_files(config: &mut ServeConfig) {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let mut limit = getrlimit(Resource::Nofile);
+    if limit.current != limit.maximum {
+        limit.current = limit.maximum;
+        if let Err(e) = setrlimit(Resource::Nofile, limit) {
+            tracing::warn!(cause = %e, "cannot raise the open-file limit");
+        }
+    }
+    let Some(soft) = getrlimit(Resource::Nofile).current else { return };
+    let room = usize::try_from(soft).unwrap_or(usize::MAX).saturating_sub(OWN_FILES).max(1);
+    if config.max_connections > room {
+        tracing::warn!(
+            open_file_limit = soft,
+            max_connections = room,
+            asked = config.max_connections,
+            "the open-file limit cannot hold --max-connections: lowered it"
+        );
+        config.max_connections = room;
+    }
+}
+
 /// Every startup check, in the order an operator would fix them.
-pub fn prepare(config: ServeConfig) -> Result<Prepared, StartupError> {
+pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
+    fit_open_files(&mut config);
     let fleet = Fleet::load(&config.fleet)
         .map_err(|source| StartupError::Fleet { dir: config.fleet.clone(), source })?;
     let identity =
@@ -276,9 +313,9 @@ impl Prepared {
         let rustls = RustlsConfig::from_config(Arc::new(
             tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
         ));
-        let acceptor = RustlsAcceptor::new(rustls)
-            .handshake_timeout(HANDSHAKE_TIMEOUT)
-            .acceptor(tls::ConnectionCap::new(self.config.max_connections));
+        let acceptor = RustlsAcceptor::new(rustls).handshake_timeout(HANDSHAKE_TIMEOUT).acceptor(
+            tls::ConnectionCap::new(self.config.max_connections, self.config.max_connections_per_source),
+        );
         let watched = reload::Watched {
             fleet: self.config.fleet.clone(),
             cert: self.config.cert.clone(),
@@ -286,6 +323,9 @@ impl Prepared {
         };
         // Ends when the server's state is dropped. No request waits on it,
         // and a panic in one turn (a bug) costs that turn only.
+        if let Some(policy) = &self.app.policy {
+            policy.start();
+        }
         let tidier = Arc::downgrade(&self.app.store);
         std::thread::Builder::new().name("tokens-tidier".into()).spawn(move || {
             while let Some(store) = tidier.upgrade() {
@@ -303,27 +343,36 @@ impl Prepared {
             tokio::spawn(maintenance(self.app.clone(), self.config.maintenance_every)),
         ];
         let handle = axum_server::Handle::new();
+        let metrics_handle = axum_server::Handle::new();
         let grace = self.config.shutdown_grace;
-        let on_signal = handle.clone();
+        let (on_signal, metrics_on_signal) = (handle.clone(), metrics_handle.clone());
         tokio::spawn(async move {
             shutdown.await;
             tracing::info!(grace_secs = grace.as_secs(), "shutting down: no new connections");
             on_signal.graceful_shutdown(Some(grace));
+            metrics_on_signal.graceful_shutdown(Some(grace));
         });
+        let mut metrics_server = None;
         if let Some(addr) = self.config.metrics_listen {
-            let plain = tokio::net::TcpListener::bind(addr).await?;
+            let plain = bind(&addr.to_string())?;
+            plain.set_nonblocking(true)?;
             tracing::info!(metrics_listen = %plain.local_addr()?, "serving metrics over plain HTTP");
             let metrics = Router::new().route("/metrics", get(routes::metrics)).with_state(self.app.clone());
-            tokio::spawn(async move { axum::serve(plain, metrics).await });
+            let failures = self.app.clone();
+            let mut server = axum_server::from_tcp(plain)?
+                .acceptor(tls::ConnectionCap::new(METRICS_MAX_CONNECTIONS, 0))
+                .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
+                .handle(metrics_handle.clone())
+                .http1_only()
+                .first_request_timeout(REQUEST_HEAD_TIMEOUT);
+            // One request per connection: an idle scraper holds nothing.
+            server.http_builder().http1().keep_alive(false).header_read_timeout(Some(REQUEST_HEAD_TIMEOUT));
+            metrics_server = Some(tokio::spawn(server.serve(metrics.into_make_service())));
         }
         let failures = self.app.clone();
         let mut server = axum_server::from_tcp(listener)?
             .acceptor(acceptor)
-            .accept_error_handler(move |_peer, error| {
-                let reason =
-                    if error.to_string().contains("connection cap") { "connection_cap" } else { "tls" };
-                metrics::Metrics::outcome(&failures.metrics.connection_failures, reason);
-            })
+            .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
             .handle(handle)
             .http1_only()
             .first_request_timeout(REQUEST_HEAD_TIMEOUT);
@@ -335,13 +384,45 @@ impl Prepared {
             .header_read_timeout(Some(REQUEST_HEAD_TIMEOUT));
         tracing::info!(listen = %local, "serving");
         let store = self.app.store.clone();
+        let app = self.app.clone();
         let served = server.serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>()).await;
         for task in background {
             task.abort();
         }
+        if let Some(policy) = &app.policy {
+            policy.stop();
+        }
         let _ = tokio::task::spawn_blocking(move || store.tokens.flush_tidy()).await;
+        if let Some(metrics) = metrics_server {
+            match metrics.await {
+                Ok(Err(e)) => tracing::error!(cause = %e, "the metrics listener failed"),
+                Err(e) => tracing::error!(cause = %e, "the metrics listener panicked"),
+                Ok(Ok(())) => {}
+            }
+        }
         served
     }
+}
+
+/// Counts a connection that never carried a request, by why: our caps
+/// (typed, see [`tls::Refused`]), the process out of file descriptors at
+/// accept (`emfile`; the accept loop then waits 50 ms instead of spinning),
+/// or its TLS handshake. `accepted` is false for an error of the listener
+/// itself.
+fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
+    let reason = match tls::Refused::of(error) {
+        Some(tls::Refused::Cap) => "connection_cap",
+        Some(tls::Refused::SourceCap) => "source_cap",
+        None if !accepted && matches!(error.raw_os_error(), Some(23 | 24)) => "emfile",
+        None if !accepted => "accept",
+        None => "tls",
+    };
+    if reason == "emfile" {
+        tracing::warn!(
+            "out of file descriptors at accept: raise the open-file limit or lower --max-connections"
+        );
+    }
+    metrics::Metrics::outcome(&app.metrics.connection_failures, reason);
 }
 
 /// Runs [`App::maintain`] at once (not before serving: a large state must

@@ -1,103 +1,200 @@
-//! `--admission-command`: an admin's program decides on tokenless
-//! announcements, off the request path (the node has its `admitted:false`
-//! answer already), as Puppet's policy executable and Kubernetes' approvers do.
+//! `--admission-command`: an admin's program decides on every announcement
+//! that did not admit, off the request path (the node has its
+//! `admitted:false` answer already), as Puppet's policy executable and
+//! Kubernetes' approvers do.
 //!
 //! Invariants: the program gets the node record as JSON on stdin, without
-//! the poll secret's hash; at most `concurrency` run at once; each is killed
-//! after `timeout`. Exit 0 approves (audited as admitted by policy), exit 1
-//! leaves the node pending; anything else is logged and leaves it pending.
+//! the poll secret's hash, read when its turn comes (a queued item is the
+//! node's id only, and the queue is bounded: past it the node just stays
+//! pending, so memory stays flat however many announce while the program
+//! hangs); at most `concurrency` run at once, each in a process group of
+//! its own that is killed after the program exits, at its timeout and at
+//! shutdown, so no descendant outlives its slot. Exit 0 approves (audited
+//! as admitted by policy), exit 1 leaves the node pending; anything else is
+//! logged and leaves it pending.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
-use tokio::sync::Semaphore;
+use tokio::sync::mpsc;
 
-use crate::store::{NodeId, NodeRecord, Store};
+use crate::store::{NodeId, Store};
+
+pub const DEFAULT_QUEUE: usize = 256;
 
 #[derive(Debug, Clone)]
 pub struct PolicyConfig {
     pub command: PathBuf,
     pub timeout: Duration,
     pub concurrency: usize,
+    /// Announcements waiting for the command, at most.
+    pub queue: usize,
 }
 
 pub struct Policy {
     config: PolicyConfig,
     store: Arc<Store>,
-    slots: Arc<Semaphore>,
+    queue: mpsc::Sender<NodeId>,
+    /// Taken by [`Policy::start`], which needs the runtime.
+    waiting: Mutex<Option<mpsc::Receiver<NodeId>>>,
+    /// The process groups alive now, to kill at shutdown.
+    groups: Arc<Mutex<HashSet<i32>>>,
+    /// When a full queue was last logged: at most once a minute.
+    full_logged: Mutex<Option<Instant>>,
 }
 
 impl Policy {
     pub fn new(config: PolicyConfig, store: Arc<Store>) -> Self {
-        let slots = Arc::new(Semaphore::new(config.concurrency.max(1)));
-        Policy { config, store, slots }
+        let (queue, waiting) = mpsc::channel(config.queue.max(1));
+        Policy {
+            config,
+            store,
+            queue,
+            waiting: Mutex::new(Some(waiting)),
+            groups: Arc::default(),
+            full_logged: Mutex::new(None),
+        }
     }
 
-    /// Queues a decision on `record`; returns at once.
-    pub fn submit(&self, record: NodeRecord) {
-        let (config, store, slots) = (self.config.clone(), self.store.clone(), self.slots.clone());
-        tokio::spawn(async move {
-            let Ok(_slot) = slots.acquire_owned().await else { return };
-            let id = record.id.clone();
-            match decide(&config, record).await {
-                Ok(0) => {
-                    let Some(node) = NodeId::parse(&id) else { return };
-                    let program = config.command.display().to_string();
-                    let approved = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-                        store.approve(&node, "policy", &program)?;
-                        store
-                            .audit
-                            .record("admitted", json!({"id": node.as_str(), "by": "policy", "user": program}))
-                    })
-                    .await;
-                    match approved {
-                        Ok(Ok(())) => tracing::info!(node = %id, "admitted by the admission command"),
-                        Ok(Err(e)) => {
-                            tracing::error!(cause = %e, "admission command approved, but the approval could not be written")
-                        }
-                        Err(e) => tracing::error!(cause = %e, "admission task failed"),
-                    }
+    /// Starts the `concurrency` workers that take queued ids in turn.
+    pub fn start(&self) {
+        let Some(waiting) = self.waiting.lock().unwrap_or_else(|e| e.into_inner()).take() else { return };
+        let waiting = Arc::new(tokio::sync::Mutex::new(waiting));
+        for _ in 0..self.config.concurrency.max(1) {
+            let (waiting, config, store, groups) =
+                (waiting.clone(), self.config.clone(), self.store.clone(), self.groups.clone());
+            tokio::spawn(async move {
+                loop {
+                    let next = waiting.lock().await.recv().await;
+                    let Some(id) = next else { return };
+                    decide_on(&config, &store, &groups, id).await;
                 }
-                Ok(1) => tracing::info!(node = %id, "the admission command leaves the node pending"),
-                Ok(code) => {
-                    tracing::warn!(node = %id, code, "the admission command failed; the node stays pending")
-                }
-                Err(why) => {
-                    tracing::warn!(node = %id, reason = %why, "the admission command failed; the node stays pending")
-                }
-            }
-        });
+            });
+        }
+    }
+
+    /// Queues a decision on `id`; false when the queue is full (the node
+    /// stays pending, and that is logged at most once a minute).
+    pub fn submit(&self, id: NodeId) -> bool {
+        if self.queue.try_send(id).is_ok() {
+            return true;
+        }
+        let mut logged = self.full_logged.lock().unwrap_or_else(|e| e.into_inner());
+        if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
+            *logged = Some(Instant::now());
+            tracing::warn!(
+                queue = self.config.queue,
+                "the admission command's queue is full: new pending nodes wait for an admin"
+            );
+        }
+        false
+    }
+
+    /// Kills every process group still running (at shutdown).
+    pub fn stop(&self) {
+        for group in self.groups.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+            kill_group(group);
+        }
     }
 }
 
-/// Runs the command on `record`; its exit code, or why there is none.
-async fn decide(config: &PolicyConfig, record: NodeRecord) -> Result<i32, String> {
-    let mut input = serde_json::to_value(&record).map_err(|e| e.to_string())?;
+async fn decide_on(config: &PolicyConfig, store: &Arc<Store>, groups: &Arc<Mutex<HashSet<i32>>>, id: NodeId) {
+    let reading = store.clone();
+    let node = id.clone();
+    let record = match tokio::task::spawn_blocking(move || reading.read_record(&node)).await {
+        Ok(Ok(Some(record))) => record,
+        Ok(Ok(None)) => return, // forgotten meanwhile
+        Ok(Err(e)) => {
+            return tracing::warn!(node = %id, cause = %e, "the admission command's record is unreadable");
+        }
+        Err(e) => return tracing::error!(cause = %e, "admission task failed"),
+    };
+    if store.is_approved(&id) || store.is_rejected(&id) {
+        return; // an admin decided first
+    }
+    let mut input = serde_json::to_value(&record).unwrap_or_default();
     if let Some(fields) = input.as_object_mut() {
         fields.remove("poll_secret_sha256");
+        fields.remove("token_claim");
     }
+    match run(config, groups, &input).await {
+        Ok(0) => {
+            let program = config.command.display().to_string();
+            let store = store.clone();
+            let node = id.clone();
+            let approved = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
+                store.approve(&node, "policy", &program)?;
+                store.audit.record("admitted", json!({"id": node.as_str(), "by": "policy", "user": program}))
+            })
+            .await;
+            match approved {
+                Ok(Ok(())) => tracing::info!(node = %id, "admitted by the admission command"),
+                Ok(Err(e)) => {
+                    tracing::error!(cause = %e, "admission command approved, but the approval could not be written")
+                }
+                Err(e) => tracing::error!(cause = %e, "admission task failed"),
+            }
+        }
+        Ok(1) => tracing::info!(node = %id, "the admission command leaves the node pending"),
+        Ok(code) => tracing::warn!(node = %id, code, "the admission command failed; the node stays pending"),
+        Err(why) => {
+            tracing::warn!(node = %id, reason = %why, "the admission command failed; the node stays pending")
+        }
+    }
+}
+
+/// Runs the command on `input` in a process group of its own; its exit
+/// code, or why there is none. The whole group is killed once the command
+/// is done, whatever it left running.
+async fn run(
+    config: &PolicyConfig,
+    groups: &Arc<Mutex<HashSet<i32>>>,
+    input: &serde_json::Value,
+) -> Result<i32, String> {
     let mut child = tokio::process::Command::new(&config.command)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
+        .process_group(0)
         .kill_on_drop(true)
         .spawn()
         .map_err(|e| format!("{}: {e}", config.command.display()))?;
+    let group = child.id().and_then(|pid| i32::try_from(pid).ok());
+    if let Some(group) = group {
+        groups.lock().unwrap_or_else(|e| e.into_inner()).insert(group);
+    }
     let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let bytes = serde_json::to_vec(&input).map_err(|e| e.to_string())?;
+    let bytes = serde_json::to_vec(input).map_err(|e| e.to_string())?;
     let run = async {
         // A program that does not read its input must not block the decision.
         let _ = stdin.write_all(&bytes).await;
         drop(stdin);
         child.wait().await
     };
-    match tokio::time::timeout(config.timeout, run).await {
-        Err(_) => Err(format!("timed out after {}s", config.timeout.as_secs())),
+    let outcome = tokio::time::timeout(config.timeout, run).await;
+    if let Some(group) = group {
+        kill_group(group);
+        groups.lock().unwrap_or_else(|e| e.into_inner()).remove(&group);
+    }
+    match outcome {
+        Err(_) => {
+            // Reaped before the slot is given back: never more alive than slots.
+            let _ = child.wait().await;
+            Err(format!("timed out after {}s", config.timeout.as_secs()))
+        }
         Ok(Err(e)) => Err(e.to_string()),
         Ok(Ok(status)) => status.code().ok_or_else(|| "killed by a signal".to_string()),
+    }
+}
+
+/// SIGKILL to every process of group `group` (gone already: nothing to do).
+fn kill_group(group: i32) {
+    if let Some(pid) = rustix::process::Pid::from_raw(group) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }
 }

@@ -20,6 +20,7 @@ use super::error::ApiError;
 use super::metrics::{Metrics, route_of};
 use crate::pki::sha256_hex;
 use crate::protocol::{AnnounceAnswer, Announcement, MAX_BODY};
+use crate::store::admission::Outcome;
 use crate::store::{NodeId, NodeRecord};
 
 /// How long a client may take to send its body once its headers arrived.
@@ -59,28 +60,37 @@ async fn announce_or_refuse(
     app.limiter.check(peer.ip()).map_err(ApiError::TooMany)?;
     let body = read_body(&headers, body).await?;
     let announcement = Announcement::parse(&body)?;
-    if announcement.registration_token.is_empty() && app.pending.get() >= app.limits.max_pending {
-        return Err(ApiError::Unavailable(
+    // Full: only an announcement a token admits gets in, with or without a
+    // token (a made-up token must not be a way around the cap).
+    let room = app.pending.get() < app.limits.max_pending;
+    let full = || {
+        ApiError::Unavailable(
             "too many announcements are pending approval; try again later (a registration token still admits)"
                 .into(),
-        ));
+        )
+    };
+    if !room && announcement.registration_token.is_empty() {
+        return Err(full());
     }
     let trust = app.trust();
     let blocking_app = app.clone();
-    let answer = tokio::task::spawn_blocking(move || admit_or_hold(&blocking_app, announcement, peer))
+    let answer = tokio::task::spawn_blocking(move || admit_or_hold(&blocking_app, announcement, peer, room))
         .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??;
+        .map_err(|e| ApiError::Internal(e.to_string()))??
+        .ok_or_else(full)?;
     Ok((answer.admitted, AnnounceAnswer { trust: answer.admitted.then(|| trust.trust.clone()), ..answer }))
 }
 
 /// Stores the announcement and admits it when its token has a use left;
 /// [`crate::store::admission`] orders the writes so that a crash or a full
-/// disk leaves all of an admission or none of it.
+/// disk leaves all of an admission or none of it. `None`: it did not admit
+/// and there is no `room` for one more pending record.
 fn admit_or_hold(
     app: &App,
     announcement: Announcement,
     peer: SocketAddr,
-) -> Result<AnnounceAnswer, ApiError> {
+    room: bool,
+) -> Result<Option<AnnounceAnswer>, ApiError> {
     let token = announcement.registration_token;
     let record = NodeRecord {
         id: NodeId::generate().to_string(),
@@ -96,17 +106,23 @@ fn admit_or_hold(
         token_claim: None,
         extra: Default::default(),
     };
-    let for_policy = app.policy.as_ref().map(|_| record.clone());
-    let outcome = app.store.announce(record, &token, app.trust().fleet.bundle_version)?;
-    // The admission command decides on every announcement that did not
-    // admit (no token, or a token that admitted nobody), but a rejected CA's.
-    if !outcome.admitted && !outcome.rejected {
-        app.pending.bump();
-        if let (Some(policy), Some(record)) = (&app.policy, for_policy) {
-            policy.submit(record);
+    let admission = app.store.announce(record, &token, app.trust().fleet.bundle_version, room)?;
+    match admission.outcome {
+        Outcome::NoRoom => return Ok(None),
+        // The admission command decides on every announcement that did not
+        // admit (no token, or a token that admitted nobody), but a rejected CA's.
+        Outcome::Pending => {
+            app.pending.bump();
+            if let Some(policy) = &app.policy
+                && !policy.submit(admission.id.clone())
+            {
+                app.metrics.admission_queue_full.inc();
+            }
         }
+        Outcome::Admitted | Outcome::RejectedCa => {}
     }
-    Ok(AnnounceAnswer { id: outcome.id.to_string(), admitted: outcome.admitted, trust: None })
+    let admitted = admission.admitted();
+    Ok(Some(AnnounceAnswer { id: admission.id.to_string(), admitted, trust: None }))
 }
 
 pub async fn poll(

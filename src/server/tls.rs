@@ -1,14 +1,17 @@
 //! The endpoint's TLS: one rustls configuration whose certificate can be
-//! swapped while serving, and an acceptor that caps open connections.
+//! swapped while serving, and an acceptor that caps open connections, in
+//! all and per source.
 //!
 //! Invariants: every handshake is offered a certificate whatever its SNI (a
 //! node in fleet mode asks for `controller.fleet.janus`; aborting on an
 //! unknown name would make it loop forever, janus-node-side.md §2.3); TLS 1.2
 //! and 1.3 only; no client certificate; HTTP/1.1 only.
 
+use std::collections::HashMap;
 use std::io;
+use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 use std::task::{Context, Poll};
 
 use axum_server::accept::Accept;
@@ -73,14 +76,72 @@ pub fn server_config(cert: Arc<CurrentCert>) -> Result<ServerConfig, rustls::Err
     Ok(config)
 }
 
-/// Refuses a connection outright when `max` are already open, before any
-/// handshake work, so a flood costs us a closed socket and no more.
+/// Why a connection was closed at accept, before any handshake work.
+#[derive(Debug, thiserror::Error)]
+pub enum Refused {
+    #[error("connection cap reached")]
+    Cap,
+    #[error("per-source connection cap reached")]
+    SourceCap,
+}
+
+impl Refused {
+    /// The reason an accept error carries, if it is one of ours.
+    pub fn of(error: &io::Error) -> Option<&Refused> {
+        error.get_ref().and_then(|e| e.downcast_ref::<Refused>())
+    }
+}
+
+/// Refuses a connection outright when `max` are already open, or when its
+/// source (an IPv4 address, an IPv6 /64) holds `per_source` already
+/// (0: no per-source cap), before any handshake work: a flood costs us a
+/// closed socket and no more, and one source cannot starve the others.
 #[derive(Clone)]
-pub struct ConnectionCap(Arc<Semaphore>);
+pub struct ConnectionCap {
+    all: Arc<Semaphore>,
+    per_source: usize,
+    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
 
 impl ConnectionCap {
-    pub fn new(max: usize) -> Self {
-        ConnectionCap(Arc::new(Semaphore::new(max)))
+    pub fn new(max: usize, per_source: usize) -> Self {
+        ConnectionCap { all: Arc::new(Semaphore::new(max)), per_source, sources: Arc::default() }
+    }
+
+    fn admit(&self, stream: &TcpStream) -> Result<(OwnedSemaphorePermit, Option<SourceSlot>), Refused> {
+        let permit = self.all.clone().try_acquire_owned().map_err(|_| Refused::Cap)?;
+        let source = stream.peer_addr().ok().map(|a| super::limits::source_key(a.ip()));
+        let slot = match source {
+            Some(ip) if self.per_source > 0 => {
+                let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+                let open = sources.entry(ip).or_insert(0);
+                if *open >= self.per_source {
+                    return Err(Refused::SourceCap);
+                }
+                *open += 1;
+                Some(SourceSlot { ip, sources: self.sources.clone() })
+            }
+            _ => None,
+        };
+        Ok((permit, slot))
+    }
+}
+
+/// One open connection counted against its source; uncounted when dropped.
+struct SourceSlot {
+    ip: IpAddr,
+    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Drop for SourceSlot {
+    fn drop(&mut self) {
+        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(open) = sources.get_mut(&self.ip) {
+            *open -= 1;
+            if *open == 0 {
+                sources.remove(&self.ip);
+            }
+        }
     }
 }
 
@@ -93,9 +154,9 @@ impl<S> Accept<TcpStream, S> for ConnectionCap {
         // Answers are written in a few small TLS records: without this, Nagle
         // holds the last one for the client's delayed ACK (40 ms).
         let _ = stream.set_nodelay(true);
-        std::future::ready(match self.0.clone().try_acquire_owned() {
-            Ok(permit) => Ok((Capped { inner: stream, _permit: permit }, service)),
-            Err(_) => Err(io::Error::other("connection cap reached")),
+        std::future::ready(match self.admit(&stream) {
+            Ok((permit, slot)) => Ok((Capped { inner: stream, _permit: permit, _source: slot }, service)),
+            Err(refused) => Err(io::Error::other(refused)),
         })
     }
 }
@@ -104,6 +165,7 @@ impl<S> Accept<TcpStream, S> for ConnectionCap {
 pub struct Capped<I> {
     inner: I,
     _permit: OwnedSemaphorePermit,
+    _source: Option<SourceSlot>,
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Capped<I> {

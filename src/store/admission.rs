@@ -29,28 +29,51 @@ use super::{NodeId, NodeRecord, Store, atomic};
 /// How far a recovery looks for a record's use among a token's uses.
 const MAX_USES_SCANNED: u32 = 100_000;
 
-/// The outcome the node is told.
+/// What became of an announcement.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    Admitted,
+    /// Stored; it waits for an admin (or the admission command).
+    Pending,
+    /// Its CA was rejected: stored and rejected at once (polls get 404).
+    RejectedCa,
+    /// It did not admit, and the caller said there is no room for one
+    /// more record that does not: nothing was stored.
+    NoRoom,
+}
+
+/// The outcome, and the id the node is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
     pub id: NodeId,
-    pub admitted: bool,
-    /// Its CA was rejected: stored and rejected at once (polls get 404).
-    pub rejected: bool,
+    pub outcome: Outcome,
+}
+
+impl Admission {
+    pub fn admitted(&self) -> bool {
+        self.outcome == Outcome::Admitted
+    }
 }
 
 impl Store {
     /// Stores `record` (whose id is new and which says not admitted) and
     /// admits it when `token` has a free use. Returns the id the node is
     /// to be told, which is an earlier one when the same CA spent this
-    /// token before (its answer was lost).
+    /// token before (its answer was lost). Without `room` (the pending cap
+    /// is reached), an announcement that does not admit stores nothing.
     pub fn announce(
         &self,
         mut record: NodeRecord,
         token: &str,
         bundle_version: u64,
+        room: bool,
     ) -> io::Result<Admission> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let no_room = Admission { id: id.clone(), outcome: Outcome::NoRoom };
         if record.ca_sha256.as_deref().is_some_and(|ca| self.is_ca_rejected(ca)) {
+            if !room {
+                return Ok(no_room);
+            }
             // Before any token: a rejected CA spends no use.
             self.write_record(&record)?;
             self.reject_for_ca(&id)?;
@@ -61,7 +84,7 @@ impl Store {
                     json!({"id": record.id, "by": super::BY_REJECTED_CA, "ca_sha256": record.ca_sha256}),
                 ),
             ])?;
-            return Ok(Admission { id, admitted: false, rejected: true });
+            return Ok(Admission { id, outcome: Outcome::RejectedCa });
         }
         if !token.is_empty() {
             // Looked for even when the token is no longer listed: its last
@@ -72,9 +95,12 @@ impl Store {
             }
         }
         let Offer::Valid { mac, uses } = self.tokens.offer(token)? else {
+            if !room {
+                return Ok(no_room);
+            }
             self.write_record(&record)?;
             self.audit.record("announced", announced(&record, !token.is_empty()))?;
-            return Ok(Admission { id, admitted: false, rejected: false });
+            return Ok(Admission { id, outcome: Outcome::Pending });
         };
         record.token_claim = Some(mac.as_str().to_string());
         // Whole but not yet durable: the claim makes it so, with its marker.
@@ -87,7 +113,7 @@ impl Store {
                         if n == uses {
                             self.tokens.spent(token);
                         }
-                        Ok(Admission { id, admitted: true, rejected: false })
+                        Ok(Admission { id, outcome: Outcome::Admitted })
                     }
                     Err(e) => {
                         self.undo(&id, &mac, n);
@@ -97,10 +123,14 @@ impl Store {
             }
         }
         // Every use is spent: the node waits for an admin, as without a token.
-        atomic::sync_dir(&self.dir.join("nodes")).map_err(|e| atomic::with_path(e, &self.dir))?;
         self.tokens.spent(token);
+        if !room {
+            atomic::remove_durably(&record_path)?;
+            return Ok(no_room);
+        }
+        atomic::sync_dir(&self.dir.join("nodes")).map_err(|e| atomic::with_path(e, &self.dir))?;
         self.audit.record("announced", announced(&record, true))?;
-        Ok(Admission { id, admitted: false, rejected: false })
+        Ok(Admission { id, outcome: Outcome::Pending })
     }
 
     /// Finishes an admission whose use a crash left claimed but unfinished.
@@ -215,7 +245,7 @@ impl Store {
         let id =
             NodeId::parse(&earlier.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         tracing::info!(node = %id, "the node that spent this token announced again: answered with its first id");
-        Ok(Admission { id, admitted: true, rejected: false })
+        Ok(Admission { id, outcome: Outcome::Admitted })
     }
 }
 

@@ -56,6 +56,8 @@ impl Fixture {
     pub fn config(&self) -> ServeConfig {
         let mut config = ServeConfig::new(self.fleet_dir(), self.cert(), self.key(), self.state());
         config.max_connections = 256;
+        // Every test client is 127.0.0.1: one source.
+        config.max_connections_per_source = 256;
         config.shutdown_grace = Duration::from_secs(2);
         config.limits.burst = 1_000_000;
         config.reload_every = Duration::from_millis(200);
@@ -98,6 +100,8 @@ impl Fixture {
             self.state().to_str().unwrap(),
             "--rate-burst",
             "1000000",
+            "--max-connections-per-source",
+            "0",
         ]
         .iter()
         .map(|s| s.to_string())
