@@ -43,9 +43,9 @@ const OWN_FILES: usize = 64 + METRICS_MAX_CONNECTIONS;
 /// opening a new connection overflows the usual 128, and a dropped SYN costs
 /// the node a 1 s retransmit.
 pub const LISTEN_BACKLOG: i32 = 4096;
-/// A client must finish its TLS handshake, then its request head, within this.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
-const REQUEST_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// A client must finish its TLS handshake, then its request head, within these.
+pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bounds request heads: enough for any header a node or a browser sends.
 const MAX_HEAD_BYTES: usize = 32 * 1024;
 
@@ -65,6 +65,10 @@ pub struct ServeConfig {
     pub maintenance_every: Duration,
     /// Where to serve Prometheus metrics over plain HTTP; off when `None`.
     pub metrics_listen: Option<SocketAddr>,
+    /// Time a client gets for its TLS handshake.
+    pub handshake_timeout: Duration,
+    /// Time a client gets for its request head (metrics listener too).
+    pub head_timeout: Duration,
     /// Open connections one source (an IPv4 address, an IPv6 /64) may hold;
     /// 0: no per-source cap.
     pub max_connections_per_source: usize,
@@ -84,6 +88,8 @@ impl ServeConfig {
             state,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
+            handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
+            head_timeout: DEFAULT_HEAD_TIMEOUT,
             shutdown_grace: Duration::from_secs(10),
             limits: limits::LimitsConfig::default(),
             admission: None,
@@ -313,7 +319,7 @@ impl Prepared {
         let rustls = RustlsConfig::from_config(Arc::new(
             tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
         ));
-        let acceptor = RustlsAcceptor::new(rustls).handshake_timeout(HANDSHAKE_TIMEOUT).acceptor(
+        let acceptor = RustlsAcceptor::new(rustls).handshake_timeout(self.config.handshake_timeout).acceptor(
             tls::ConnectionCap::new(self.config.max_connections, self.config.max_connections_per_source),
         );
         let watched = reload::Watched {
@@ -352,6 +358,7 @@ impl Prepared {
             on_signal.graceful_shutdown(Some(grace));
             metrics_on_signal.graceful_shutdown(Some(grace));
         });
+        let head_timeout = self.config.head_timeout;
         let mut metrics_server = None;
         if let Some(addr) = self.config.metrics_listen {
             let plain = bind(&addr.to_string())?;
@@ -364,9 +371,9 @@ impl Prepared {
                 .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
                 .handle(metrics_handle.clone())
                 .http1_only()
-                .first_request_timeout(REQUEST_HEAD_TIMEOUT);
+                .first_request_timeout(head_timeout);
             // One request per connection: an idle scraper holds nothing.
-            server.http_builder().http1().keep_alive(false).header_read_timeout(Some(REQUEST_HEAD_TIMEOUT));
+            server.http_builder().http1().keep_alive(false).header_read_timeout(Some(head_timeout));
             metrics_server = Some(tokio::spawn(server.serve(metrics.into_make_service())));
         }
         let failures = self.app.clone();
@@ -375,13 +382,13 @@ impl Prepared {
             .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
             .handle(handle)
             .http1_only()
-            .first_request_timeout(REQUEST_HEAD_TIMEOUT);
+            .first_request_timeout(head_timeout);
         server
             .http_builder()
             .http1()
             .keep_alive(self.config.keep_alive)
             .max_buf_size(MAX_HEAD_BYTES)
-            .header_read_timeout(Some(REQUEST_HEAD_TIMEOUT));
+            .header_read_timeout(Some(head_timeout));
         tracing::info!(listen = %local, "serving");
         let store = self.app.store.clone();
         let app = self.app.clone();

@@ -1,0 +1,217 @@
+//! No client can exhaust the server: the pending cap holds with made-up
+//! tokens, the admission command's queue and processes stay bounded, the
+//! metrics listener and each source are capped, the open-file limit is
+//! raised. Floods are bounded in count and time, on 127.0.0.0/8 only.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use common::*;
+use janus_registration::certs;
+
+/// Whether the server closed `stream` within `within` (EOF or reset), as
+/// a capped connection is at accept; false when it still waits for us.
+fn closed_within(stream: &mut TcpStream, within: Duration) -> bool {
+    stream.set_read_timeout(Some(within)).unwrap();
+    let mut byte = [0u8; 1];
+    match stream.read(&mut byte) {
+        Ok(0) => true,
+        Ok(_) => false,
+        Err(e) => !matches!(e.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+    }
+}
+
+/// A TCP connection to `addr` from the source address `from`.
+fn connect_from(from: &str, addr: SocketAddr) -> TcpStream {
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.bind(&format!("{from}:0").parse::<SocketAddr>().unwrap().into()).unwrap();
+    socket.connect(&addr.into()).unwrap();
+    socket.into()
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+fn scrape(port: u16) -> String {
+    let mut stream = TcpStream::connect(("127.0.0.1", port)).unwrap();
+    stream.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+    let mut out = String::new();
+    stream.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let _ = stream.read_to_string(&mut out);
+    out
+}
+
+/// The processes whose command line holds `marker`.
+fn processes_with(marker: &str) -> usize {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter(|e| e.file_name().to_string_lossy().bytes().all(|b| b.is_ascii_digit()))
+        .filter(|e| {
+            std::fs::read(e.path().join("cmdline"))
+                .is_ok_and(|c| String::from_utf8_lossy(&c).replace('\0', " ").contains(marker))
+        })
+        .count()
+}
+
+#[tokio::test]
+async fn the_pending_cap_holds_for_made_up_tokens_and_a_real_one_still_admits() {
+    let fx = Fixture::new();
+    fx.write_tokens("real-token-0001-long\n");
+    let mut config = fx.config();
+    config.limits.max_pending = 3;
+    let server = InProcess::start(config).await;
+    let client = node_client(&fx, server.addr);
+    for i in 0..3 {
+        let ca = certs::mint_node_ca("edge").unwrap();
+        let answer = post(&client, &announcement("edge", &ca, &format!("made-up-{i}"), &new_secret())).await;
+        assert_eq!(answer.status, 201, "{}", answer.text());
+    }
+    let ca = certs::mint_node_ca("edge").unwrap();
+    for token in ["made-up-again", ""] {
+        let answer = post(&client, &announcement("edge", &ca, token, &new_secret())).await;
+        assert_eq!(answer.status, 503, "{token:?}: {}", answer.text());
+        assert!(
+            answer.headers.iter().any(|(k, _)| k.eq_ignore_ascii_case("retry-after")),
+            "{:?}",
+            answer.headers
+        );
+    }
+    assert_eq!(records(&fx.state()).len(), 3, "nothing stored past the cap");
+    let answer = post(&client, &announcement("edge", &ca, "real-token-0001-long", &new_secret())).await;
+    assert_eq!(json(&answer)["admitted"], true, "a token that admits still does");
+    server.stop().await;
+}
+
+#[test]
+fn the_admission_command_is_bounded_in_queue_and_processes() {
+    let fx = Fixture::new();
+    // Hangs, and leaves a child of its own behind: both must go.
+    let marker = format!("sleep {}", 3000 + std::process::id() % 1000);
+    let script = fx.dir.path().join("hang.sh");
+    std::fs::write(&script, format!("#!/bin/sh\n{marker} &\n{marker}\n")).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let metrics_port = free_port();
+    let mut args = fx.serve_args();
+    args.extend(
+        [
+            "--admission-command",
+            script.to_str().unwrap(),
+            "--admission-timeout",
+            "400ms",
+            "--admission-concurrency",
+            "1",
+            "--admission-queue",
+            "2",
+            "--metrics-listen",
+            &format!("127.0.0.1:{metrics_port}"),
+        ]
+        .map(String::from),
+    );
+    let server = Process::start(&args);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let client = node_client(&fx, server.addr);
+    runtime.block_on(async {
+        for _ in 0..20 {
+            let ca = certs::mint_node_ca("edge").unwrap();
+            assert_eq!(post(&client, &announcement("edge", &ca, "", &new_secret())).await.status, 201);
+        }
+    });
+    let turned_away = scrape(metrics_port)
+        .lines()
+        .find(|l| l.starts_with("janus_registration_admission_queue_full_total"))
+        .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
+        .unwrap_or(0);
+    assert!(turned_away >= 15, "20 announcements, 1 running and 2 queued: {turned_away} turned away");
+    // One group at a time, killed whole at its timeout: never more than
+    // the command and its child, however many timeouts pass.
+    let deadline = Instant::now() + Duration::from_secs(3);
+    while Instant::now() < deadline {
+        let alive = processes_with(&marker);
+        assert!(alive <= 2, "{alive} processes of the command alive with a concurrency of 1");
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    drop(server);
+    assert!(wait_for(Duration::from_secs(5), || processes_with(&marker) == 0), "none outlives the server");
+}
+
+#[tokio::test]
+async fn one_source_cannot_hold_every_connection() {
+    let fx = Fixture::new();
+    let mut config = fx.config();
+    config.max_connections_per_source = 4;
+    let server = InProcess::start(config).await;
+    let addr = server.addr;
+    let held = tokio::task::spawn_blocking(move || {
+        let mut held: Vec<TcpStream> = (0..4).map(|_| connect_from("127.0.0.1", addr)).collect();
+        let mut fifth = connect_from("127.0.0.1", addr);
+        let over = closed_within(&mut fifth, Duration::from_secs(2));
+        let mut other = connect_from("127.0.0.2", addr);
+        let other_open = !closed_within(&mut other, Duration::from_millis(300));
+        held.push(other);
+        (over, other_open, held)
+    })
+    .await
+    .unwrap();
+    assert!(held.0, "the fifth connection from one source is closed at accept");
+    assert!(held.1, "another source still gets in");
+    drop(held.2);
+    // The slots come back when the connections close.
+    let client = node_client(&fx, server.addr);
+    let answer = eventually(|| get(&client, "/healthz", None), |a| a.status == 200).await;
+    assert_eq!(answer.status, 200);
+    server.stop().await;
+}
+
+#[test]
+fn the_metrics_listener_is_capped_and_closes_idle_connections() {
+    let fx = Fixture::new();
+    let metrics_port = free_port();
+    let mut args = fx.serve_args();
+    args.extend(["--metrics-listen".to_string(), format!("127.0.0.1:{metrics_port}")]);
+    let _server = Process::start(&args);
+    let addr: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().unwrap();
+    let mut idle: Vec<TcpStream> = (0..40).map(|_| connect_from("127.0.0.1", addr)).collect();
+    let refused =
+        idle.iter_mut().map(|s| closed_within(s, Duration::from_millis(200))).filter(|&c| c).count();
+    assert!(refused >= 40 - 16, "{refused} of 40 idle connections closed at once");
+    // The idle ones that got in are closed after the header timeout (5 s).
+    let started = Instant::now();
+    let all_closed = idle.iter_mut().all(|s| closed_within(s, Duration::from_secs(10)));
+    assert!(all_closed && started.elapsed() < Duration::from_secs(10));
+    assert!(scrape(metrics_port).contains("janus_registration_connection_failures_total"));
+}
+
+#[test]
+fn the_open_file_limit_is_raised_or_the_cap_lowered() {
+    let fx = Fixture::new();
+    let args = fx.serve_args().join(" ");
+    // A soft limit of 256 under a hard one of 4096: raised to 4096.
+    let mut raised = std::process::Command::new("sh")
+        .args(["-c", &format!("ulimit -Sn 256 && ulimit -Hn 4096 && exec {BIN} {args}")])
+        .env("RUST_LOG", "janus_registration=info")
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = raised.id();
+    let limits = || std::fs::read_to_string(format!("/proc/{pid}/limits")).unwrap_or_default();
+    let seen = wait_for(Duration::from_secs(10), || {
+        limits()
+            .lines()
+            .any(|l| l.starts_with("Max open files") && l.split_whitespace().nth(3) == Some("4096"))
+    });
+    let _ = raised.kill();
+    let _ = raised.wait();
+    assert!(seen, "{}", limits());
+    // A hard limit of 300 cannot hold 1024 connections: the cap is lowered, and said so.
+    let lowered = std::process::Command::new("sh")
+        .args(["-c", &format!("ulimit -n 300 && exec timeout -s KILL 3 {BIN} {args} --max-connections 1024")])
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&lowered.stderr);
+    assert!(log.contains("lowered it") && log.contains("max_connections=220"), "{log}");
+}
