@@ -1,10 +1,24 @@
-//! Time as this crate writes it: RFC 3339, UTC, whole seconds.
+//! Time as this crate writes it: RFC 3339, UTC, whole seconds (the audit
+//! trail: milliseconds).
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
 pub fn now_rfc3339() -> String {
     format(OffsetDateTime::now_utc())
+}
+
+/// RFC 3339 with milliseconds: the audit trail's time, fine enough to merge
+/// the files of several writers in the order things happened.
+pub fn now_rfc3339_millis() -> String {
+    let t = OffsetDateTime::now_utc();
+    let t = t.replace_millisecond(t.millisecond()).unwrap_or(t);
+    t.format(&Rfc3339).unwrap_or_default()
+}
+
+/// Unix time in milliseconds of an RFC 3339 time, for ordering.
+pub fn rfc3339_millis(text: &str) -> Option<i128> {
+    OffsetDateTime::parse(text, &Rfc3339).ok().map(|t| t.unix_timestamp_nanos() / 1_000_000)
 }
 
 pub fn unix_to_rfc3339(secs: i64) -> String {

@@ -104,7 +104,7 @@ async fn nodes_list_show_approve_reject_forget_and_history() {
     assert_eq!(events[1]["by"], "command");
     assert_eq!(events[1]["user"], "alice");
     assert_eq!(events[1]["checked_ca_sha256"], ca_hash(&ca_b));
-    let trail = std::fs::read_to_string(state.join("audit.jsonl")).unwrap();
+    let trail = audit_trail(&state);
     for secret in [&s1, &s2, &sb] {
         assert!(!trail.contains(secret.as_str()));
     }
@@ -179,7 +179,7 @@ async fn tokens_add_list_revoke_with_uses_and_expiry() {
     assert!(ok);
     fx.expect_tokens("");
 
-    let trail = std::fs::read_to_string(state.join("audit.jsonl")).unwrap();
+    let trail = audit_trail(&state);
     for event in ["token_added", "token_expired", "token_revoked"] {
         assert!(trail.contains(event), "{event}");
     }
@@ -247,8 +247,7 @@ async fn the_admission_command_admits_by_console_and_leaves_the_rest_pending() {
         eventually(|| async { get(&client, &path, Some(&yes_secret)).await.status }, |s| *s == 200).await;
     assert_eq!(status, 200, "the console shows its CA: admitted by policy");
     // The approval is audited as the policy's (the line follows the file).
-    let trail_has =
-        |needle: &str| std::fs::read_to_string(fx.state().join("audit.jsonl")).unwrap().contains(needle);
+    let trail_has = |needle: &str| audit_trail(&fx.state()).contains(needle);
     assert!(wait_for(Duration::from_secs(10), || trail_has("\"by\":\"policy\"")));
     assert_eq!(get(&client, &format!("/register/{no}"), Some(&no_secret)).await.status, 202);
     server.stop().await;
@@ -342,7 +341,7 @@ async fn pending_records_past_the_age_limit_are_forgotten_and_audited() {
     let status =
         eventually(|| async { get(&client, &path, Some(&secret)).await.status }, |s| *s == 404).await;
     assert_eq!(status, 404, "forgotten: the node announces again after its 404");
-    let trail = std::fs::read_to_string(fx.state().join("audit.jsonl")).unwrap();
+    let trail = audit_trail(&fx.state());
     assert!(trail.contains("\"event\":\"forgotten\"") && trail.contains("\"by\":\"expiry\""), "{trail}");
     server.stop().await;
 }

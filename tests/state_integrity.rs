@@ -21,7 +21,7 @@ use janus_registration::store::{NodeId, NodeRecord, Store};
 /// admission holds a use: the all-or-nothing invariant. Returns the number
 /// of token admissions.
 fn whole_admissions(state: &Path) -> Result<usize, String> {
-    let trail = fs::read_to_string(state.join("audit.jsonl")).unwrap_or_default();
+    let trail = audit_trail(state);
     let mut holders = HashSet::new();
     for entry in fs::read_dir(state.join(LEDGER_DIR)).into_iter().flatten().flatten() {
         if entry.file_name().to_string_lossy().starts_with('.') {
@@ -365,13 +365,15 @@ async fn a_planted_link_is_never_written_through() {
     let client = node_client(&fx, server.addr);
     let victim = fx.dir.path().join("victim");
     fs::write(&victim, b"precious\n").unwrap();
-    std::os::unix::fs::symlink(&victim, fx.state().join("audit.jsonl")).unwrap();
+    // This process's own audit file, as the server in it writes it.
+    let audit_file = janus_registration::store::audit::Audit::for_server(&fx.state()).path().to_path_buf();
+    std::os::unix::fs::symlink(&victim, &audit_file).unwrap();
     let ca = certs::mint_node_ca("edge").unwrap();
     let answer = post(&client, &announcement("edge", &ca, "planted-0001-long", &new_secret())).await;
     assert_eq!(answer.status, 500, "{}", answer.text());
     assert_eq!(fs::read(&victim).unwrap(), b"precious\n");
     // The failed admission was undone: the token still admits once the link is gone.
-    fs::remove_file(fx.state().join("audit.jsonl")).unwrap();
+    fs::remove_file(&audit_file).unwrap();
     let answer = post(&client, &announcement("edge", &ca, "planted-0001-long", &new_secret())).await;
     assert_eq!(json(&answer)["admitted"], true);
     assert_eq!(whole_admissions(&fx.state()), Ok(1));

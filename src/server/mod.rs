@@ -254,7 +254,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
              nodes provisioned with the fleet root will fall back to controller_ca_cert"
         );
     }
-    let store = Arc::new(Store::open(&config.state).map_err(StartupError::State)?);
+    let store = Arc::new(Store::open_for_server(&config.state).map_err(StartupError::State)?);
     tracing::info!(
         fleet_root_sha256 = %fleet.root_sha256,
         bundle_version = fleet.bundle_version,

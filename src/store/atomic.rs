@@ -137,6 +137,44 @@ pub fn remove_stale_temps(dir: &Path, older_than: std::time::Duration) -> usize 
     removed
 }
 
+/// ESTALE: a network filesystem's handle to a file another client replaced.
+const ESTALE: i32 = 116;
+/// How often a stale read is tried again (with a fresh open each time).
+const STALE_RETRIES: u32 = 5;
+
+/// Runs `attempt` again, after a short pause, while it fails with ESTALE
+/// (at most a few times): on NFS or GlusterFS a file another host replaced
+/// by rename is stale for the handle this host had, and a fresh open (by
+/// path) reaches the new one.
+pub fn retry_stale<T>(mut attempt: impl FnMut() -> io::Result<T>) -> io::Result<T> {
+    let mut tries = 0;
+    loop {
+        match attempt() {
+            Err(e) if e.raw_os_error() == Some(ESTALE) && tries < STALE_RETRIES => {
+                tries += 1;
+                std::thread::sleep(std::time::Duration::from_millis(5 << tries));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// The whole file, through a fresh open, stale handles retried.
+pub fn read_fresh(path: &Path) -> io::Result<Vec<u8>> {
+    retry_stale(|| fs::read(path))
+}
+
+/// Whether `path` exists, stale handles retried; an error that persists
+/// is returned, so a caller can fail closed.
+pub fn present(path: &Path) -> io::Result<bool> {
+    retry_stale(|| {
+        fs::symlink_metadata(path).map(|_| true).or_else(|e| match e.kind() {
+            io::ErrorKind::NotFound => Ok(false),
+            _ => Err(e),
+        })
+    })
+}
+
 /// Removes `path` durably; a file already gone is not an error.
 pub fn remove_durably(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {

@@ -1,8 +1,14 @@
-//! `DIR/audit.jsonl`: the append-only record of who admitted what.
+//! The audit trail: the append-only record of who admitted what, one file
+//! per writer in `DIR/audit/`: `serve-<host>-<pid>.jsonl` for each server
+//! process, `admin-<host>.jsonl` for the admin commands of one host. Two
+//! hosts never append to one file: on a network filesystem (NFS, GlusterFS)
+//! `O_APPEND` from two clients is not atomic and lines tear. Readers merge
+//! every file, and `DIR/audit.jsonl` as earlier versions wrote it, in time
+//! order.
 //!
 //! Invariants: one JSON object per line, appended with a single `write` on an
-//! `O_APPEND` descriptor (so lines from several processes never interleave),
-//! never through a symlink, and `fsync`'d before the caller answers; never a
+//! `O_APPEND` descriptor (so lines from the processes of one host never
+//! interleave), never through a symlink, and `fsync`'d before the caller answers; never a
 //! secret or a token, only a token's fingerprint (the first 12 hex digits of
 //! its SHA-256). Events are written before the marker that suppresses them
 //! (`delivered/<id>`, a token's use), so a crash may repeat an event but
@@ -16,20 +22,72 @@ use serde_json::{Map, Value, json};
 
 use super::atomic::with_path;
 
-pub const AUDIT_FILE: &str = "audit.jsonl";
+/// The single trail earlier versions wrote: still read, never written.
+pub const LEGACY_AUDIT_FILE: &str = "audit.jsonl";
+pub const AUDIT_DIR: &str = "audit";
 
 #[derive(Debug, Clone)]
 pub struct Audit {
+    dir: PathBuf,
     path: PathBuf,
 }
 
 impl Audit {
+    /// The trail as an admin command on this host writes it.
     pub fn new(state_dir: &Path) -> Self {
-        Audit { path: state_dir.join(AUDIT_FILE) }
+        Self::writing_as(state_dir, &format!("admin-{}", host_name()))
     }
 
+    /// The trail as this server process writes it.
+    pub fn for_server(state_dir: &Path) -> Self {
+        Self::writing_as(state_dir, &server_writer())
+    }
+
+    fn writing_as(state_dir: &Path, writer: &str) -> Self {
+        let dir = state_dir.join(AUDIT_DIR);
+        let path = dir.join(format!("{writer}.jsonl"));
+        Audit { dir, path }
+    }
+
+    /// The file this process appends to.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Every event of the trail, every writer's, in time order (a file's
+    /// own order kept within a second). Unparsable lines are skipped.
+    pub fn events(&self) -> io::Result<Vec<Value>> {
+        self.events_matching(|_| true)
+    }
+
+    fn events_matching(&self, keep: impl Fn(&str) -> bool) -> io::Result<Vec<Value>> {
+        let mut sources = vec![self.dir.parent().unwrap_or(Path::new(".")).join(LEGACY_AUDIT_FILE)];
+        match std::fs::read_dir(&self.dir) {
+            Ok(entries) => {
+                let mut names: Vec<PathBuf> = entries
+                    .flatten()
+                    .map(|e| e.path())
+                    .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                    .collect();
+                names.sort();
+                sources.extend(names);
+            }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+            Err(e) => return Err(with_path(e, &self.dir)),
+        }
+        let mut events = Vec::new();
+        for source in sources {
+            let text = match super::atomic::read_fresh(&source) {
+                Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(with_path(e, &source)),
+            };
+            events.extend(
+                text.lines().filter(|l| keep(l)).filter_map(|l| serde_json::from_str::<Value>(l).ok()),
+            );
+        }
+        events.sort_by_cached_key(|e| e["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0));
+        Ok(events)
     }
 
     /// Appends `{"at", "event", ...fields}` durably.
@@ -39,7 +97,7 @@ impl Audit {
 
     /// Appends several events with one write and one `fsync`.
     pub fn record_all(&self, events: &[(&str, Value)]) -> io::Result<()> {
-        let at = crate::clock::now_rfc3339();
+        let at = crate::clock::now_rfc3339_millis();
         let mut bytes = Vec::new();
         for (event, fields) in events {
             let mut line = Map::new();
@@ -51,25 +109,40 @@ impl Audit {
             serde_json::to_writer(&mut bytes, &Value::Object(line)).map_err(io::Error::other)?;
             bytes.push(b'\n');
         }
-        super::atomic::append_durably(&self.path, &bytes, 0o600, false)
+        match super::atomic::append_durably(&self.path, &bytes, 0o600, false) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                super::atomic::ensure_private_dir(&self.dir)?;
+                super::atomic::append_durably(&self.path, &bytes, 0o600, false)
+            }
+            other => other,
+        }
     }
 
-    /// Every event about node `id`, oldest first.
+    /// Every event about node `id`, oldest first, repeats dropped.
     pub fn history(&self, id: &str) -> io::Result<Vec<Value>> {
-        let text = match std::fs::read_to_string(&self.path) {
-            Ok(t) => t,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(with_path(e, &self.path)),
-        };
         let mut seen = std::collections::HashSet::new();
-        Ok(text
-            .lines()
-            .filter(|l| l.contains(id))
-            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        Ok(self
+            .events_matching(|l| l.contains(id))?
+            .into_iter()
             .filter(|v| v.get("id").and_then(Value::as_str) == Some(id))
             .filter(|v| seen.insert(without_time(v)))
             .collect())
     }
+}
+
+/// This machine's name, as a file name (the pod's name in Kubernetes).
+fn host_name() -> String {
+    let name = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .or_else(|_| std::fs::read_to_string("/etc/hostname"))
+        .unwrap_or_default();
+    let name: String =
+        name.trim().chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' { c } else { '_' }).collect();
+    if name.is_empty() { "host".into() } else { name }
+}
+
+/// A server process's own file: no other process on any host appends to it.
+fn server_writer() -> String {
+    format!("serve-{}-{}", host_name(), std::process::id())
 }
 
 /// An event as text without its time: two events equal but for the time

@@ -25,7 +25,8 @@ use sha2::Sha256;
 
 use super::NodeId;
 use super::atomic::{
-    create_exclusive, ensure_private_dir, libc_nofollow, remove_durably, sync_dir, with_path,
+    create_exclusive, ensure_private_dir, libc_nofollow, present, remove_durably, retry_stale, sync_dir,
+    with_path,
 };
 
 pub const LEDGER_DIR: &str = "token-uses";
@@ -121,14 +122,19 @@ impl Ledger {
     /// never given twice on doubt.
     pub fn holder(&self, mac: &Mac, n: u32) -> io::Result<Option<Holder>> {
         let path = self.marker(mac, n);
-        let mut text = String::new();
-        match fs::OpenOptions::new().read(true).custom_flags(libc_nofollow()).open(&path) {
-            Ok(mut file) => {
-                let _ = file.read_to_string(&mut text);
-            }
+        let read = retry_stale(|| {
+            let mut text = String::new();
+            let mut file = fs::OpenOptions::new().read(true).custom_flags(libc_nofollow()).open(&path)?;
+            file.read_to_string(&mut text)?;
+            Ok(text)
+        });
+        let text = match read {
+            Ok(text) => text,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            // Held, but not readable as text: a use is never given twice on doubt.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => String::new(),
             Err(e) => return Err(with_path(e, &path)),
-        }
+        };
         let text = text.trim();
         let id = match text.starts_with('{') {
             true => serde_json::from_str::<serde_json::Value>(text)
@@ -141,7 +147,7 @@ impl Ledger {
 
     /// How many of the `uses` uses of `mac` are recorded.
     pub fn used(&self, mac: &Mac, uses: u32) -> u32 {
-        (1..=uses).filter(|&n| self.marker(mac, n).symlink_metadata().is_ok()).count() as u32
+        (1..=uses).filter(|&n| present(&self.marker(mac, n)).unwrap_or(true)).count() as u32
     }
 
     /// Fills every free use of `mac` (`tokens revoke`): a revoked token

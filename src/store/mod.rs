@@ -119,7 +119,8 @@ pub struct Approval {
     pub user: String,
 }
 
-const SUBDIRS: [&str; 6] = ["nodes", "approved", "rejected", "delivered", "rejected-cas", ledger::LEDGER_DIR];
+const SUBDIRS: [&str; 7] =
+    ["nodes", "approved", "rejected", "delivered", "rejected-cas", ledger::LEDGER_DIR, audit::AUDIT_DIR];
 
 /// How `rejected/<id>` names a record rejected because its CA was.
 pub const BY_REJECTED_CA: &str = "rejected-ca";
@@ -142,6 +143,13 @@ impl Store {
                 tracing::info!(dir = %sub.display(), removed, "removed temp files a crash left behind");
             }
         }
+        Ok(store)
+    }
+
+    /// Opens `dir` as [`Store::open`] does, auditing as this server process.
+    pub fn open_for_server(dir: &Path) -> io::Result<Self> {
+        let mut store = Self::open(dir)?;
+        store.audit = Audit::for_server(dir);
         Ok(store)
     }
 
@@ -201,7 +209,7 @@ impl Store {
     /// The record, or `None` when there is none for `id`.
     pub fn read_record(&self, id: &NodeId) -> io::Result<Option<NodeRecord>> {
         let path = self.record_path(id);
-        match fs::read(&path) {
+        match atomic::read_fresh(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)
                 .map_err(|e| atomic::with_path(io::Error::new(io::ErrorKind::InvalidData, e), &path)),
@@ -222,15 +230,15 @@ impl Store {
     }
 
     pub fn is_approved(&self, id: &NodeId) -> bool {
-        self.approval_path(id).exists()
+        atomic::present(&self.approval_path(id)).unwrap_or(false)
     }
 
     /// Who approved `id`, when it is approved.
     pub fn approval(&self, id: &NodeId) -> Option<Approval> {
         use std::os::unix::fs::MetadataExt;
         let path = self.approval_path(id);
-        let meta = fs::metadata(&path).ok()?;
-        let note = fs::read(&path).unwrap_or_default();
+        let meta = atomic::retry_stale(|| fs::metadata(&path)).ok()?;
+        let note = atomic::read_fresh(&path).unwrap_or_default();
         Some(
             serde_json::from_slice(&note).unwrap_or_else(|_| Approval {
                 by: "approval-file".into(),
@@ -239,13 +247,15 @@ impl Store {
         )
     }
 
+    /// Whether `id` is rejected; when that cannot be told, it is (a
+    /// rejected node must never get the trust through a stale handle).
     pub fn is_rejected(&self, id: &NodeId) -> bool {
-        self.marker("rejected", id).exists()
+        atomic::present(&self.marker("rejected", id)).unwrap_or(true)
     }
 
     /// Who rejected `id`, when it is rejected.
     pub fn rejection(&self, id: &NodeId) -> Option<Approval> {
-        let note = fs::read(self.marker("rejected", id)).ok()?;
+        let note = atomic::read_fresh(&self.marker("rejected", id)).ok()?;
         Some(
             serde_json::from_slice(&note)
                 .unwrap_or_else(|_| Approval { by: "rejection-file".into(), user: "".into() }),
@@ -310,7 +320,7 @@ impl Store {
 
     /// Whether the trust went out to `id` already.
     pub fn was_delivered(&self, id: &NodeId) -> bool {
-        self.marker("delivered", id).exists()
+        atomic::present(&self.marker("delivered", id)).unwrap_or(false)
     }
 
     /// Marks the trust as gone out to `id`: true for the first marking
@@ -389,7 +399,7 @@ impl Store {
             let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(NodeId::parse) else {
                 continue;
             };
-            match fs::read(entry.path()) {
+            match atomic::read_fresh(&entry.path()) {
                 Ok(bytes) => match serde_json::from_slice(&bytes) {
                     Ok(record) => each(id, record),
                     Err(e) => problems.push(format!("{}: {e}", entry.path().display())),

@@ -409,7 +409,7 @@ impl Tokens {
 
     /// Re-reads `tokens` when its identity changed.
     fn refresh(&self) -> io::Result<()> {
-        let file = match File::open(&self.path) {
+        let file = match super::atomic::retry_stale(|| File::open(&self.path)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 *self.listed() = Listed::default();
@@ -472,7 +472,7 @@ impl Tokens {
     }
 
     fn read_meta(&self) -> io::Result<BTreeMap<String, TokenMeta>> {
-        match fs::read(&self.meta_path) {
+        match super::atomic::read_fresh(&self.meta_path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), &self.meta_path)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),

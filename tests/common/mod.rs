@@ -425,3 +425,14 @@ pub fn admin(state: &Path, args: &[&str]) -> (bool, String, String) {
 pub fn ca_hash(ca: &Minted) -> String {
     certs::console_line(&ca.cert_pem).unwrap().rsplit(' ').next().unwrap().to_string()
 }
+
+/// The whole audit trail as text: every writer's file, and `audit.jsonl` as
+/// earlier versions wrote it.
+pub fn audit_trail(state: &Path) -> String {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(state.join("audit"))
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    files.sort();
+    files.insert(0, state.join("audit.jsonl"));
+    files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).collect()
+}
