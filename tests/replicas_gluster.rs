@@ -1,0 +1,145 @@
+//! Three replicas on a real network filesystem: one GlusterFS volume with
+//! its default options, mounted twice through FUSE as two hosts would
+//! mount it; two replicas on the first mount, one on the second. Every
+//! token is presented twice, by two different nodes, to replicas on
+//! different mounts at about the same time; one replica is killed with
+//! SIGKILL mid-burst and restarted. Then: no token admitted two nodes, no
+//! audit line is torn, under 1% of answers are 5xx.
+//!
+//! `scripts/replicas-on-gluster.sh` sets the volume up, runs this with
+//! `JANUS_GLUSTER_MOUNTS=/mount/one:/mount/two` and tears it down; without
+//! that variable this test says SKIPPED.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use janus_registration::certs;
+
+const TOKENS: usize = 150;
+
+fn replica_args(fx: &Fixture, state: &Path) -> Vec<String> {
+    let mut args = fx.serve_args();
+    let at = args.iter().position(|a| a == "--state").unwrap();
+    args[at + 1] = state.to_str().unwrap().to_string();
+    args.extend(["--maintenance-every".into(), "1s".into()]);
+    args
+}
+
+/// (status or 0 for no answer, admitted, id)
+type Outcome = (u16, bool, String);
+
+async fn announce_to(fx: &Fixture, addr: std::net::SocketAddr, body: Vec<u8>) -> Outcome {
+    let client = node_client(fx, addr);
+    match try_post(&client, &body).await {
+        Some(answer) if answer.status == 201 => {
+            let v = json(&answer);
+            (201, v["admitted"] == true, v["id"].as_str().unwrap_or("").to_string())
+        }
+        Some(answer) => (answer.status, false, String::new()),
+        None => (0, false, String::new()),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
+    let Ok(mounts) = std::env::var("JANUS_GLUSTER_MOUNTS") else {
+        eprintln!("SKIPPED: no GlusterFS mounts (scripts/replicas-on-gluster.sh sets them up)");
+        return;
+    };
+    let (one, two) = mounts.split_once(':').expect("JANUS_GLUSTER_MOUNTS=/mount/one:/mount/two");
+    let name = format!("state-{}", std::process::id());
+    let (state_one, state_two) = (PathBuf::from(one).join(&name), PathBuf::from(two).join(&name));
+    std::fs::create_dir_all(&state_one).unwrap();
+    std::fs::set_permissions(&state_one, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let tokens: Vec<String> =
+        (0..TOKENS).map(|i| format!("gluster-token-{i:04}-{:08x}", rand::random::<u32>())).collect();
+    std::fs::write(state_one.join("tokens"), tokens.join("\n") + "\n").unwrap();
+    let fx = Arc::new(Fixture::new());
+
+    let a = Process::start(&replica_args(&fx, &state_one));
+    let mut b = Process::start(&replica_args(&fx, &state_one));
+    let c = Process::start(&replica_args(&fx, &state_two));
+    let (addr_a, addr_b, addr_c) = (a.addr, b.addr, c.addr);
+
+    let started = Instant::now();
+    let gate = Arc::new(tokio::sync::Semaphore::new(24));
+    let mut tasks = Vec::new();
+    for (i, token) in tokens.iter().enumerate() {
+        // Two nodes, one token: one asks a replica on the first mount, the other the second mount.
+        let first = if i % 2 == 0 { addr_a } else { addr_b };
+        for (node, addr) in [(0, first), (1, addr_c)] {
+            let ca = certs::mint_node_ca(&format!("edge-{i}-{node}")).unwrap();
+            let body = announcement("edge", &ca, token, &new_secret());
+            let (fx, gate, token) = (fx.clone(), gate.clone(), token.clone());
+            tasks.push(tokio::spawn(async move {
+                let _slot = gate.acquire_owned().await.unwrap();
+                let mut outcome = announce_to(&fx, addr, body.clone()).await;
+                if outcome.0 == 0 {
+                    // The replica was killed: a load balancer sends the node elsewhere.
+                    outcome = announce_to(&fx, addr_c, body).await;
+                }
+                (token, outcome)
+            }));
+        }
+    }
+    // Mid-burst: SIGKILL one replica on the first mount, then start it again.
+    let state = state_one.clone();
+    let claimed = move || std::fs::read_dir(state.join("token-uses")).map(|d| d.count()).unwrap_or(0);
+    assert!(wait_for(Duration::from_secs(60), || claimed() >= TOKENS / 3));
+    b.kill();
+    let b_again = Process::start(&replica_args(&fx, &state_one));
+
+    let mut answers = Vec::new();
+    for task in tasks {
+        answers.push(task.await.unwrap());
+    }
+    let elapsed = started.elapsed();
+
+    // Tokens admitted in answers, by token: never two different nodes.
+    let mut admitted: HashMap<&str, HashSet<&str>> = HashMap::new();
+    for (token, (_, ok, id)) in &answers {
+        if *ok {
+            admitted.entry(token).or_default().insert(id);
+        }
+    }
+    let doubles = admitted.values().filter(|ids| ids.len() > 1).count();
+    let server_errors = answers.iter().filter(|(_, (status, ..))| *status >= 500).count();
+    let unanswered = answers.iter().filter(|(_, (status, ..))| *status == 0).count();
+    // Once the replicas have finished what the kill cut short.
+    let settled = wait_for(Duration::from_secs(30), || {
+        let admitted_records = records(&state_one).iter().filter(|r| r["admitted_by"] == "token").count();
+        admitted_records == claimed_uses(&state_one)
+    });
+    let admitted_records = records(&state_one).iter().filter(|r| r["admitted_by"] == "token").count();
+    let trail = audit_trail(&state_one);
+    let torn = trail.lines().filter(|l| serde_json::from_str::<serde_json::Value>(l).is_err()).count();
+    let rate = answers.len() as f64 / elapsed.as_secs_f64();
+    println!(
+        "gluster: {} announcements ({TOKENS} tokens, each presented twice) in {:.1}s = {rate:.0}/s; \
+         tokens consumed {}; token-admitted records {admitted_records}; double admissions {doubles}; \
+         torn audit lines {torn} of {}; 5xx answers {server_errors}; unanswered {unanswered}",
+        answers.len(),
+        elapsed.as_secs_f64(),
+        claimed_uses(&state_one),
+        trail.lines().count(),
+    );
+    drop((a, b_again, c));
+    std::fs::remove_dir_all(&state_one).ok();
+    assert_eq!(doubles, 0, "a token admitted two nodes");
+    assert_eq!(torn, 0, "torn audit lines");
+    assert!(server_errors * 100 < answers.len(), "{server_errors} 5xx answers");
+    assert!(settled, "every claimed use ends in a token-admitted record");
+    assert!(admitted.len() <= TOKENS);
+}
+
+/// Uses recorded in the ledger for nodes (not revocations, not temp files).
+fn claimed_uses(state: &Path) -> usize {
+    std::fs::read_dir(state.join("token-uses"))
+        .map(|d| d.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count())
+        .unwrap_or(0)
+}
