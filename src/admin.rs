@@ -111,61 +111,7 @@ fn audit(store: &Store, event: &str, fields: serde_json::Value) -> Result<()> {
 pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
     let store = open(state)?;
     match command {
-        NodesCommand::List(args) => {
-            let mut views: Vec<NodeView> = Vec::new();
-            let problems =
-                store.scan(|_, r: NodeRecord| views.push(view(&store, &r))).map_err(|e| e.to_string())?;
-            let wanted = |s: NodeState| match (args.pending, args.admitted, args.rejected) {
-                (false, false, false) => true,
-                (p, a, r) => {
-                    (p && s == NodeState::Pending)
-                        || (a && s == NodeState::Admitted)
-                        || (r && s == NodeState::Rejected)
-                }
-            };
-            views.retain(|v| wanted(v.state));
-            // Re-announcements of one node share its CA: keep them together, oldest first.
-            views.sort_by(|a, b| {
-                (&a.ca_sha256, &a.announced_at, &a.id).cmp(&(&b.ca_sha256, &b.announced_at, &b.id))
-            });
-            let mut out = String::new();
-            for problem in problems {
-                eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
-            }
-            if args.json {
-                for v in &views {
-                    let _ = writeln!(out, "{}", terminal::json_text(v));
-                }
-                return Ok(out.trim_end().to_string());
-            }
-            let _ = writeln!(
-                out,
-                "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  CA SHA-256",
-                "ID", "NAME", "ADDRESS", "PEER", "STATE", "AGE"
-            );
-            let mut previous: Option<&str> = None;
-            for v in &views {
-                if previous.is_some() && previous != Some(v.ca_sha256.as_str()) {
-                    out.push('\n');
-                }
-                let same = previous == Some(v.ca_sha256.as_str());
-                previous = Some(&v.ca_sha256);
-                let _ = writeln!(
-                    out,
-                    "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  {}{}",
-                    escape(&v.id),
-                    escape(&v.name),
-                    escape(&v.address),
-                    escape(v.peer_address.as_deref().unwrap_or("-")),
-                    format!("{:?}", v.state).to_lowercase(),
-                    age(v.announced_at.as_deref()),
-                    escape(&v.ca_sha256),
-                    if same { "  (same CA: re-announced)" } else { "" }
-                );
-            }
-            let _ = write!(out, "{} node(s)", views.len());
-            Ok(out)
-        }
+        NodesCommand::List(args) => list(&store, args),
         NodesCommand::Show(args) => {
             let (_, record) = find(&store, &args.id)?;
             Ok(show(&store, &record))
@@ -202,6 +148,116 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             Ok(events.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"))
         }
     }
+}
+
+/// `nodes list` with a filter: the matching records, grouped by CA.
+fn list(store: &Store, args: &crate::cli::ListArgs) -> Result<String> {
+    if !(args.pending || args.admitted || args.rejected) {
+        return list_all_streaming(store, args.json);
+    }
+    // Only the records the filter can show are read: the unsettled ones
+    // (no approval, no rejection: names listed, not files opened) for
+    // --pending, the rejected ones for --rejected.
+    let mut ids = Vec::new();
+    if args.pending {
+        ids.extend(store.unsettled_ids().map_err(|e| e.to_string())?);
+    }
+    if args.rejected {
+        ids.extend(store.rejected_ids().map_err(|e| e.to_string())?);
+    }
+    if args.admitted {
+        ids.extend(store.approved_ids().map_err(|e| e.to_string())?);
+    }
+    ids.sort();
+    ids.dedup();
+    let mut views: Vec<NodeView> = Vec::new();
+    let mut problems = Vec::new();
+    for id in ids {
+        match store.read_record(&id) {
+            Ok(Some(record)) => views.push(view(store, &record)),
+            Ok(None) => {}
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    let wanted = |s: NodeState| {
+        (args.pending && s == NodeState::Pending)
+            || (args.admitted && s == NodeState::Admitted)
+            || (args.rejected && s == NodeState::Rejected)
+    };
+    views.retain(|v| wanted(v.state));
+    // Re-announcements of one node share its CA: keep them together, oldest first.
+    views.sort_by(|a, b| (&a.ca_sha256, &a.announced_at, &a.id).cmp(&(&b.ca_sha256, &b.announced_at, &b.id)));
+    let mut out = String::new();
+    for problem in problems {
+        eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
+    }
+    if args.json {
+        for v in &views {
+            let _ = writeln!(out, "{}", terminal::json_text(v));
+        }
+        return Ok(out.trim_end().to_string());
+    }
+    let _ = writeln!(out, "{}", list_header());
+    let mut previous: Option<&str> = None;
+    for v in &views {
+        if previous.is_some() && previous != Some(v.ca_sha256.as_str()) {
+            out.push('\n');
+        }
+        let same = previous == Some(v.ca_sha256.as_str());
+        previous = Some(&v.ca_sha256);
+        let _ = writeln!(out, "{}", list_row(v, same));
+    }
+    let _ = write!(out, "{} node(s)", views.len());
+    Ok(out)
+}
+
+/// `nodes list` of every record: each line printed as its record is read,
+/// so the first lines of a million appear at once (unsorted, ungrouped).
+fn list_all_streaming(store: &Store, json: bool) -> Result<String> {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if !json {
+        let _ = writeln!(out, "{}", list_header());
+    }
+    let mut count = 0usize;
+    let problems = store
+        .scan(|_, record: NodeRecord| {
+            let v = view(store, &record);
+            let line = if json { terminal::json_text(&v) } else { list_row(&v, false) };
+            // A closed pipe (`| head`) ends the listing quietly.
+            if writeln!(out, "{line}").is_ok() {
+                count += 1;
+            }
+        })
+        .map_err(|e| e.to_string())?;
+    let _ = out.flush();
+    for problem in problems {
+        eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
+    }
+    Ok(if json { String::new() } else { format!("{count} node(s)") })
+}
+
+fn list_header() -> String {
+    format!(
+        "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  CA SHA-256",
+        "ID", "NAME", "ADDRESS", "PEER", "STATE", "AGE"
+    )
+}
+
+/// One row of `nodes list`, every field from the node escaped.
+fn list_row(v: &NodeView, same_ca: bool) -> String {
+    format!(
+        "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  {}{}",
+        escape(&v.id),
+        escape(&v.name),
+        escape(&v.address),
+        escape(v.peer_address.as_deref().unwrap_or("-")),
+        format!("{:?}", v.state).to_lowercase(),
+        age(v.announced_at.as_deref()),
+        escape(&v.ca_sha256),
+        if same_ca { "  (same CA: re-announced)" } else { "" }
+    )
 }
 
 fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {

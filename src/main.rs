@@ -35,7 +35,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         },
         Command::Nodes(args) => {
             let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
-            println!("{}", admin::nodes(state, &args.command)?);
+            let out = admin::nodes(state, &args.command)?;
+            // A streamed listing has printed itself already.
+            if !out.is_empty() {
+                println!("{out}");
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Tokens(args) => {

@@ -5,8 +5,8 @@
 //! 1. the record, pending, naming the token's ledger entry (`token_claim`);
 //! 2. the claim of a use in the [`super::ledger`], a hard link to that
 //!    record, and the `fsync` of both directories: the commit point;
-//! 3. `approved/<id>` and the audit events (`announced`, `admitted`,
-//!    `trust_delivered`), side by side; then the record saying `admitted` —
+//! 3. the record saying `admitted` and the audit events (`announced`,
+//!    `admitted`, `trust_delivered`), side by side; then `approved/<id>` —
 //!    the answer goes out only after all of them.
 //!
 //! A write that fails after step 2 undoes what was made, the claim last
@@ -153,10 +153,10 @@ impl Store {
         Ok(false)
     }
 
-    /// Step 3 of the module's order: approval and audit events side by side
-    /// (each `fsync`'d; a crash among them is finished by a recovery, which
-    /// writes them again), then the record saying `admitted`, which ends
-    /// recovery. `delivering` is the bundle version
+    /// Step 3 of the module's order: the record and the audit events side by
+    /// side (each `fsync`'d), then the approval, which ends recovery (a
+    /// record without approval is read by every maintenance pass; a crash
+    /// anywhere before is finished by a recovery, which writes all again). `delivering` is the bundle version
     /// the answer carries, `None` when no answer goes out (a recovery).
     fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> io::Result<()> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
@@ -172,15 +172,18 @@ impl Store {
         // cost an inode per admission, and janusd does not poll once its
         // answer admitted it; a poll that comes anyway audits a second
         // `trust_delivered`, which readers drop as a repeat.
-        let (approved, audited) = std::thread::scope(|scope| {
-            let approving = scope.spawn(|| self.approve(&id, "token", ""));
-            (approving.join(), self.audit.record_all(&events))
-        });
-        approved.map_err(|_| io::Error::other("the approval writer panicked"))??;
-        audited?;
+        // The record saying admitted and the audit events side by side, the
+        // approval last: until it exists the record is listed as unsettled,
+        // so a crash anywhere here is found and finished by a recovery.
         record.admitted = true;
         record.admitted_by = Some("token".into());
-        self.write_finished_record(record)
+        let (written, audited) = std::thread::scope(|scope| {
+            let writing = scope.spawn(|| self.write_record(record));
+            (writing.join(), self.audit.record_all(&events))
+        });
+        written.map_err(|_| io::Error::other("the record writer panicked"))??;
+        audited?;
+        self.approve(&id, "token", "")
     }
 
     /// Takes back a claimed use whose admission could not be written: the

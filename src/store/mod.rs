@@ -92,7 +92,8 @@ pub struct Pending {
     /// `announced_at` as Unix seconds.
     pub announced: Option<i64>,
     pub token_claim: Option<String>,
-    /// False for an approved record whose token admission a crash cut short.
+    /// False for a record that says admitted but has no approval yet (a
+    /// token admission a crash cut short, which recovery finishes).
     pub is_pending: bool,
 }
 
@@ -363,14 +364,6 @@ impl Store {
         }
     }
 
-    /// The record that ends a token admission: its loss in a crash brings
-    /// back the pending one, whose claim a recovery finishes.
-    fn write_finished_record(&self, record: &NodeRecord) -> io::Result<()> {
-        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
-        let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-        atomic::rewrite_recoverably(&self.record_path(&id), &json, 0o600)
-    }
-
     pub fn state_of(&self, record: &NodeRecord) -> NodeState {
         self.state_of_parts(&record.id, record.admitted)
     }
@@ -419,10 +412,64 @@ impl Store {
         Ok((records, problems))
     }
 
-    /// Pending records, and records a crash left between a token's claim
-    /// and the end of their admission (`admitted` false, a `token_claim`,
-    /// approved or not), without holding the records: what the pending cap,
-    /// the age limit and crash recovery need.
+    /// The ids with a record and neither `approved/<id>` nor `rejected/<id>`:
+    /// three directory listings and no file opened, so the cost is that of
+    /// listing names, whatever the number of admitted records. Ids are kept
+    /// as 128-bit numbers (16 bytes each) while the listing runs.
+    pub fn unsettled_ids(&self) -> io::Result<Vec<NodeId>> {
+        let mut settled = std::collections::HashSet::new();
+        for sub in ["approved", "rejected"] {
+            for name in self.names_in(sub)? {
+                if let Some(n) =
+                    NodeId::parse(&name).and_then(|id| u128::from_str_radix(id.as_str(), 16).ok())
+                {
+                    settled.insert(n);
+                }
+            }
+        }
+        let mut ids = Vec::new();
+        for name in self.names_in("nodes")? {
+            let Some(id) = name.strip_suffix(".json").and_then(NodeId::parse) else { continue };
+            if u128::from_str_radix(id.as_str(), 16).is_ok_and(|n| !settled.contains(&n)) {
+                ids.push(id);
+            }
+        }
+        Ok(ids)
+    }
+
+    /// The ids with `rejected/<id>`.
+    pub fn rejected_ids(&self) -> io::Result<Vec<NodeId>> {
+        Ok(self.names_in("rejected")?.iter().filter_map(|n| NodeId::parse(n)).collect())
+    }
+
+    /// The ids with `approved/<id>`.
+    pub fn approved_ids(&self) -> io::Result<Vec<NodeId>> {
+        Ok(self.names_in("approved")?.iter().filter_map(|n| NodeId::parse(n)).collect())
+    }
+
+    /// The names in a subdirectory (none when it is missing).
+    fn names_in(&self, sub: &str) -> io::Result<Vec<String>> {
+        let dir = self.dir.join(sub);
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
+            Err(e) => return Err(atomic::with_path(e, &dir)),
+        };
+        let mut names = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| atomic::with_path(e, &dir))?;
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_string());
+            }
+        }
+        Ok(names)
+    }
+
+    /// Records with neither approval nor rejection, read one by one (only
+    /// those): the pending ones, and those a crash left between a token's
+    /// claim and the end of their admission. What the pending cap, the age
+    /// limit and crash recovery need. Age: the record's `announced_at`, else
+    /// the file's mtime (a record the reference wrote has no time of its own).
     pub fn pending(&self) -> io::Result<Vec<Pending>> {
         #[derive(Deserialize)]
         struct Summary {
@@ -435,16 +482,20 @@ impl Store {
         }
         let rfc3339 = &time::format_description::well_known::Rfc3339;
         let mut pending = Vec::new();
-        self.scan(|id, s: Summary| {
-            let state = self.state_of_parts(id.as_str(), s.admitted);
-            let unfinished = !s.admitted && s.token_claim.is_some() && state != NodeState::Rejected;
-            if state == NodeState::Pending || unfinished {
-                let at = s.announced_at.and_then(|t| time::OffsetDateTime::parse(&t, rfc3339).ok());
-                let announced = at.map(|t| t.unix_timestamp());
-                let is_pending = state == NodeState::Pending;
-                pending.push(Pending { id, announced, token_claim: s.token_claim, is_pending });
-            }
-        })?;
+        for id in self.unsettled_ids()? {
+            let path = self.record_path(&id);
+            let Ok(bytes) = atomic::read_fresh(&path) else { continue }; // forgotten meanwhile
+            let Ok(s) = serde_json::from_slice::<Summary>(&bytes) else { continue };
+            let at = s.announced_at.and_then(|t| time::OffsetDateTime::parse(&t, rfc3339).ok());
+            let announced = at.map(|t| t.unix_timestamp()).or_else(|| {
+                use std::os::unix::fs::MetadataExt;
+                fs::metadata(&path).ok().map(|m| m.mtime())
+            });
+            // Admitted by its record alone: a token admission between its
+            // record and its approval (recovery finishes it), or the reference's.
+            let is_pending = !s.admitted;
+            pending.push(Pending { id, announced, token_claim: s.token_claim, is_pending });
+        }
         Ok(pending)
     }
 
