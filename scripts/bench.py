@@ -320,6 +320,72 @@ def many_records(bench, sizes):
     return out
 
 
+def million_state(bench, directory, records=1_000_000, pending=100):
+    """A state of `records` node records, all but `pending` of them admitted
+    (record says so, `approved/<id>` exists), made once and kept: it takes
+    minutes."""
+    done = os.path.join(directory, ".complete")
+    if os.path.exists(done):
+        return directory
+    shutil.rmtree(directory, ignore_errors=True)
+    os.makedirs(os.path.join(directory, "nodes"))
+    os.makedirs(os.path.join(directory, "approved"))
+    os.chmod(directory, 0o700)
+    ca = bench.path("million-ca")
+    bench.run([bench.bin, "certs", "node-ca", "--name", "scale", "--out", ca])
+    with open(ca + ".crt") as f:
+        pem = f.read()
+    for i in range(records):
+        node_id = os.urandom(16).hex()
+        admitted = i >= pending
+        with open(os.path.join(directory, "nodes", node_id + ".json"), "w") as f:
+            json.dump({"id": node_id, "name": f"scale-{i}", "address": "10.0.0.1:9505", "ca_cert_pem": pem,
+                       "admitted": admitted, "poll_secret_sha256": "0" * 64, "ca_sha256": "0" * 64,
+                       "announced_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                       "peer_address": "10.0.0.1:40000"}, f)
+        if admitted:
+            open(os.path.join(directory, "approved", node_id), "w").close()
+    open(done, "w").close()
+    return directory
+
+
+def million(bench, sizes, directory, idle_seconds):
+    """1,000,000 records, 100 pending: startup, the first maintenance pass
+    (wall time and server CPU), idle CPU, `nodes list --pending`, RSS, and
+    the poll rate against the same load on ~100 records."""
+    state = million_state(bench, directory)
+    before = set(os.listdir(os.path.join(state, "nodes")))
+    out = {"records": len(before)}
+    server = bench.start_ours(state, ["--maintenance-every", "60s"])
+    out["startup_seconds"] = round(server.startup_seconds, 3)
+    cpu_at_start = cpu_seconds(server.pid)
+    started = time.monotonic()
+    bench.wait_for_log(server, "state scanned", seconds=600)
+    out["first_pass_seconds"] = round(time.monotonic() - started, 3)
+    out["first_pass_cpu_seconds"] = round(cpu_seconds(server.pid) - cpu_at_start, 3)
+    cpu_idle_from = cpu_seconds(server.pid)
+    time.sleep(idle_seconds)
+    out["idle_seconds"] = idle_seconds
+    out["idle_cpu_percent_of_a_core"] = round(100 * (cpu_seconds(server.pid) - cpu_idle_from) / idle_seconds, 2)
+    report = bench.swarm(server, 100, sizes["polls"] * 10, sizes["concurrency"])
+    out["poll"] = phase_summary(report["poll"])
+    out["rss_mib_serving"] = round((proc_status(server.pid, "VmRSS") or 0) / 1024, 1)
+    out["peak_rss_mib"] = round((server.stop() or 0) / 1024, 1)
+    started = time.monotonic()
+    listed = subprocess.run([bench.bin, "nodes", "list", "--pending", "--json", "--state", state],
+                            capture_output=True)
+    out["nodes_list_pending_seconds"] = round(time.monotonic() - started, 3)
+    out["nodes_list_pending_lines"] = listed.stdout.count(b"\n") + 1
+    # Leave the state as it was: the swarm's own records go.
+    for name in set(os.listdir(os.path.join(state, "nodes"))) - before:
+        os.remove(os.path.join(state, "nodes", name))
+    small = bench.start_ours(bench.state("million-small"))
+    report = bench.swarm(small, 100, sizes["polls"] * 10, sizes["concurrency"])
+    small.stop()
+    out["poll_with_100_records"] = phase_summary(report["poll"])
+    return out
+
+
 def ratio(a, b):
     return round(a / b, 2) if a and b else None
 
@@ -330,7 +396,12 @@ def main():
     p.add_argument("--reference", help="registration-server.py, to measure side by side")
     p.add_argument("--quick", action="store_true", help="small sizes: checks the benchmark runs, measures little")
     p.add_argument("--out", default="bench-results.json")
-    p.add_argument("--only", choices=["tokens"], help="measure one phase alone (ours, and the reference if given)")
+    p.add_argument("--only", choices=["tokens", "million"],
+                   help="measure one phase alone: tokens (ours, and the reference if given), or million "
+                        "(1,000,000 records, 100 pending; the state is made once, minutes, and kept)")
+    p.add_argument("--million-dir", default="/var/tmp/janus-bench-million",
+                   help="where --only million keeps its state between runs")
+    p.add_argument("--idle-seconds", type=int, default=180, help="how long --only million measures idle CPU")
     args = p.parse_args()
     sizes = (
         dict(nodes=100, polls=5, concurrency=16, token_file=2000, token_nodes=100, levels=[16],
@@ -340,6 +411,11 @@ def main():
              sweep_requests=6000, records=100_000, wrk_seconds=5)
     )
     bench = Bench(args)
+    if args.only == "million":
+        results = {"million": million(bench, sizes, args.million_dir, args.idle_seconds)}
+        print(json.dumps(results, indent=2))
+        shutil.rmtree(bench.work, ignore_errors=True)
+        return
     if args.only == "tokens":
         results = {"ours": measure_tokens(bench, "ours", sizes)}
         if args.reference:

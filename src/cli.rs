@@ -344,6 +344,10 @@ pub struct ServeArgs {
     /// How often pending records are counted and expired records and tokens dropped.
     #[arg(long, env = "JANUS_REGISTRATION_MAINTENANCE_EVERY", value_parser = parse_duration, default_value = "60s")]
     pub maintenance_every: Duration,
+    /// How often maintenance lists the record directories even when their times say nothing
+    /// changed (a backstop for network filesystems).
+    #[arg(long, env = "JANUS_REGISTRATION_RECONCILE_EVERY", value_parser = parse_duration, default_value = "1h")]
+    pub reconcile_every: Duration,
     /// Keep connections open between requests (closed after 5 s idle), for orchestrator clients;
     /// by default every answer closes its connection, as nodes never reuse one.
     #[arg(long, env = "JANUS_REGISTRATION_KEEP_ALIVE")]
@@ -373,6 +377,7 @@ impl ServeArgs {
             }),
             reload_every: self.reload_every.max(Duration::from_millis(100)),
             maintenance_every: self.maintenance_every.max(Duration::from_millis(100)),
+            reconcile_every: self.reconcile_every,
             metrics_listen: self.metrics_listen,
             keep_alive: self.keep_alive,
             ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())

@@ -63,6 +63,9 @@ pub struct ServeConfig {
     pub reload_every: Duration,
     /// How often pending records are counted and expired ones forgotten.
     pub maintenance_every: Duration,
+    /// How often maintenance lists the record directories even though
+    /// their times say nothing changed.
+    pub reconcile_every: Duration,
     /// Where to serve Prometheus metrics over plain HTTP; off when `None`.
     pub metrics_listen: Option<SocketAddr>,
     /// Time a client gets for its TLS handshake.
@@ -95,6 +98,7 @@ impl ServeConfig {
             admission: None,
             reload_every: Duration::from_secs(5),
             maintenance_every: Duration::from_secs(60),
+            reconcile_every: Duration::from_secs(3600),
             metrics_listen: None,
             keep_alive: false,
         }
@@ -137,6 +141,7 @@ pub struct App {
     pub pending: limits::PendingCount,
     pub policy: Option<policy::Policy>,
     pub metrics: metrics::Metrics,
+    reconcile_every: Duration,
     /// The last state-directory check and when it was made: `/healthz` is
     /// the benchmark's ceiling, so it must not cost a file write per request.
     health: std::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
@@ -175,7 +180,7 @@ impl App {
         let now = crate::store::tokens::now_unix();
         let max_age = self.limits.pending_max_age.as_secs() as i64;
         let mut pending = 0;
-        for crate::store::Pending { id, announced, token_claim, is_pending } in self.store.pending()? {
+        for crate::store::Pending { id, announced, token_claim, is_pending } in self.store.pending(self.reconcile_every)? {
             let announced = announced.or_else(|| modified_unix(&self.store.record_path(&id)));
             let recovered = match token_claim {
                 Some(claim) => self.store.recover(&id, &claim)?,
@@ -272,6 +277,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         pending: limits::PendingCount::default(),
         policy,
         metrics: metrics::Metrics::default(),
+        reconcile_every: config.reconcile_every,
         health: std::sync::Mutex::new(None),
     };
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);

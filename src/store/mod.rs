@@ -97,10 +97,14 @@ pub struct Pending {
     pub is_pending: bool,
 }
 
+/// The last listing of unsettled ids: when, the directories' times then, the ids.
+type UnsettledListing = (std::time::Instant, Vec<Option<std::time::SystemTime>>, Vec<NodeId>);
+
 pub struct Store {
     dir: PathBuf,
     pub tokens: Tokens,
     pub audit: Audit,
+    unsettled: std::sync::Mutex<Option<UnsettledListing>>,
 }
 
 /// Where a node stands, derived from the files alone.
@@ -135,7 +139,12 @@ impl Store {
     /// left behind (`.tmp-*` files older than a minute).
     pub fn open(dir: &Path) -> io::Result<Self> {
         refuse_world_writable(dir)?;
-        let store = Store { dir: dir.to_path_buf(), tokens: Tokens::new(dir), audit: Audit::new(dir) };
+        let store = Store {
+            dir: dir.to_path_buf(),
+            tokens: Tokens::new(dir),
+            audit: Audit::new(dir),
+            unsettled: Default::default(),
+        };
         store.ensure_layout()?;
         for sub in std::iter::once(dir.to_path_buf()).chain(SUBDIRS.iter().map(|s| dir.join(s))) {
             refuse_world_writable(&sub)?;
@@ -447,6 +456,32 @@ impl Store {
         Ok(self.names_in("approved")?.iter().filter_map(|n| NodeId::parse(n)).collect())
     }
 
+    /// [`Store::unsettled_ids`], but listed again only when one of the three
+    /// directories changed (its mtime) or `reconcile_every` passed since
+    /// the last listing: an idle server lists nothing, however many records
+    /// are admitted. The periodic listing is the backstop for filesystems
+    /// whose directory times lag (a network filesystem's other clients).
+    pub fn unsettled_ids_cached(&self, reconcile_every: std::time::Duration) -> io::Result<Vec<NodeId>> {
+        let stamps: Vec<Option<std::time::SystemTime>> = ["nodes", "approved", "rejected"]
+            .iter()
+            .map(|sub| fs::metadata(self.dir.join(sub)).and_then(|m| m.modified()).ok())
+            .collect();
+        // A time within the last seconds may hide a second change made in
+        // the same clock tick: only a settled directory time is trusted.
+        let settled = stamps.iter().flatten().all(|t| t.elapsed().is_ok_and(|age| age.as_secs() >= 2));
+        let mut cache = self.unsettled.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, known, ids)) = cache.as_ref()
+            && settled
+            && *known == stamps
+            && at.elapsed() < reconcile_every
+        {
+            return Ok(ids.clone());
+        }
+        let ids = self.unsettled_ids()?;
+        *cache = Some((std::time::Instant::now(), stamps, ids.clone()));
+        Ok(ids)
+    }
+
     /// The names in a subdirectory (none when it is missing).
     fn names_in(&self, sub: &str) -> io::Result<Vec<String>> {
         let dir = self.dir.join(sub);
@@ -470,7 +505,7 @@ impl Store {
     /// claim and the end of their admission. What the pending cap, the age
     /// limit and crash recovery need. Age: the record's `announced_at`, else
     /// the file's mtime (a record the reference wrote has no time of its own).
-    pub fn pending(&self) -> io::Result<Vec<Pending>> {
+    pub fn pending(&self, reconcile_every: std::time::Duration) -> io::Result<Vec<Pending>> {
         #[derive(Deserialize)]
         struct Summary {
             #[serde(default)]
@@ -482,7 +517,7 @@ impl Store {
         }
         let rfc3339 = &time::format_description::well_known::Rfc3339;
         let mut pending = Vec::new();
-        for id in self.unsettled_ids()? {
+        for id in self.unsettled_ids_cached(reconcile_every)? {
             let path = self.record_path(&id);
             let Ok(bytes) = atomic::read_fresh(&path) else { continue }; // forgotten meanwhile
             let Ok(s) = serde_json::from_slice::<Summary>(&bytes) else { continue };
