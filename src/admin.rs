@@ -95,12 +95,65 @@ fn open(state: &Path) -> Result<Store> {
     Store::open_existing(state).map_err(|e| e.to_string())
 }
 
-fn find(store: &Store, id: &str) -> Result<(NodeId, NodeRecord)> {
-    let node =
-        NodeId::parse(id).ok_or_else(|| format!("{id:?} is not a node id (32 lowercase hex digits)"))?;
-    match store.read_record(&node).map_err(|e| e.to_string())? {
-        Some(record) => Ok((node, record)),
-        None => Err(format!("there is no node {id} in {}", store.dir().display())),
+/// The records a command may name a node among.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Among {
+    /// Waiting for approval (`nodes approve`).
+    Pending,
+    /// Not rejected yet (`nodes reject`).
+    NotRejected,
+    /// Every record (`show`, `history`, `forget`).
+    All,
+}
+
+/// The node `key` names: its id; a prefix of an id (6 hex digits or more)
+/// that only one record `among` has; or a name only one record `among`
+/// carries. An ambiguous key lists the candidates and fails.
+fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> {
+    if let Some(node) = NodeId::parse(key) {
+        return match store.read_record(&node).map_err(|e| e.to_string())? {
+            Some(record) => Ok((node, record)),
+            None => Err(format!("there is no node {key} in {}", store.dir().display())),
+        };
+    }
+    if key.contains('/') || key.contains("..") || key.is_empty() {
+        return Err(format!("{:?} is not a node id, id prefix or name", escape(key)));
+    }
+    let candidates: Vec<NodeId> = match among {
+        Among::Pending => store.unsettled_ids().map_err(|e| e.to_string())?,
+        Among::NotRejected | Among::All => {
+            let mut all = Vec::new();
+            store.scan(|id, _: serde::de::IgnoredAny| all.push(id)).map_err(|e| e.to_string())?;
+            all
+        }
+    };
+    let applies = |record: &NodeRecord| match among {
+        Among::Pending => store.state_of(record) == NodeState::Pending,
+        Among::NotRejected => store.state_of(record) != NodeState::Rejected,
+        Among::All => true,
+    };
+    let lower = key.to_ascii_lowercase();
+    let by_prefix = key.len() >= 6 && lower.bytes().all(|b| b.is_ascii_hexdigit());
+    let mut matches = Vec::new();
+    for id in candidates {
+        if by_prefix && !id.as_str().starts_with(&lower) {
+            continue;
+        }
+        let Ok(Some(record)) = store.read_record(&id) else { continue };
+        if (by_prefix || record.name == key) && applies(&record) {
+            matches.push((id, record));
+        }
+    }
+    match matches.len() {
+        1 => Ok(matches.remove(0)),
+        0 => Err(format!("no node matches {:?} in {}", escape(key), store.dir().display())),
+        n => {
+            let mut out = format!("{:?} matches {n} nodes; name one by its id:", escape(key));
+            for (id, record) in &matches {
+                let _ = write!(out, "\n  {id}  {}  {}", escape(&record.name), ca_sha256_of(record));
+            }
+            Err(out)
+        }
     }
 }
 
@@ -113,12 +166,16 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
     match command {
         NodesCommand::List(args) => list(&store, args),
         NodesCommand::Show(args) => {
-            let (_, record) = find(&store, &args.id)?;
-            Ok(show(&store, &record))
+            let (_, record) = find(&store, &args.id, Among::All)?;
+            Ok(if args.json { show_json(&store, &record) } else { show(&store, &record) })
         }
         NodesCommand::Approve(args) => approve(&store, args),
         NodesCommand::Reject(args) => {
-            let (id, record) = find(&store, &args.id)?;
+            let (id, record) = find(&store, &args.id, Among::NotRejected)
+                .or_else(|e| find(&store, &args.id, Among::All).map_err(|_| e))?;
+            if store.is_rejected(&id) {
+                return Ok(format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)));
+            }
             let user = current_user();
             let ca = ca_sha256_of(&record);
             store.reject(&id, &ca, &user).map_err(|e| e.to_string())?;
@@ -135,17 +192,24 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             ))
         }
         NodesCommand::Forget(args) => {
-            let (id, _) = find(&store, &args.id)?;
+            let (id, _) = find(&store, &args.id, Among::All)?;
             store.forget(&id).map_err(|e| e.to_string())?;
             audit(&store, "forgotten", json!({"id": id.as_str(), "by": "command", "user": current_user()}))?;
             Ok(format!("forgot {id}"))
         }
         NodesCommand::History(args) => {
-            let events = store.audit.history(&args.id).map_err(|e| e.to_string())?;
+            // A forgotten node has events but no record: its id still works.
+            let id = match NodeId::parse(&args.id) {
+                Some(id) => id,
+                None => find(&store, &args.id, Among::All)?.0,
+            };
+            let events = store.audit.history(id.as_str()).map_err(|e| e.to_string())?;
             if events.is_empty() {
-                return Err(format!("the audit trail has no events for {}", args.id));
+                return Err(format!("the audit trail has no events for {id}"));
             }
-            Ok(events.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"))
+            let render =
+                |e: &serde_json::Value| if args.json { terminal::json_text(e) } else { event_line(e) };
+            Ok(events.iter().map(render).collect::<Vec<_>>().join("\n"))
         }
     }
 }
@@ -278,6 +342,14 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
         let matching: Vec<&NodeRecord> =
             records.iter().filter(|r| approvable(r) && ca_sha256_of(r) == want).collect();
         if matching.is_empty() {
+            let approved: Vec<&str> = records
+                .iter()
+                .filter(|r| store.state_of(r) == NodeState::Admitted && ca_sha256_of(r) == want)
+                .map(|r| r.id.as_str())
+                .collect();
+            if !approved.is_empty() {
+                return Ok(format!("already approved ({}); nothing changed", approved.join(", ")));
+            }
             return Err(format!("no pending node has the CA SHA-256 {want}"));
         }
         let mut out = String::new();
@@ -294,13 +366,28 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
         return Ok(out.trim_end().to_string());
     }
     let id = args.id.as_deref().ok_or("name the node to approve, or give --ca-sha256")?;
-    let (node, record) = find(store, id)?;
+    let (node, record) = find(store, id, Among::Pending).or_else(|e| match NodeId::parse(id) {
+        Some(_) => Err(e),
+        // An admitted node named again: say so rather than "no match".
+        None => find(store, id, Among::All).map_err(|_| e),
+    })?;
+    let id = node.as_str();
+    if store.is_approved(&node) && !store.poll_refused(&node) {
+        return Ok(format!("{id} ({}) is already approved; nothing changed", escape(&record.name)));
+    }
     if store.is_rejected(&node) && !(args.force && rejected_for_ca_only(store, &record)) {
         return Err(format!("{id} was rejected; the node announces again with a new id, approve that one"));
     }
     let have = ca_sha256_of(&record);
     if store.is_ca_rejected(&have) && !args.force {
         return Err(rejected_ca_refusal(&have));
+    }
+    if args.expect_ca_sha256.is_none() && args.console.is_none() && !args.unchecked {
+        return Err(format!(
+            "approving {id} needs a check of its CA against the node's console: --console LOG, or \
+             --expect-ca-sha256 HEX (the line `{CONSOLE_MARKER}<hex>` on its console), or --unchecked \
+             to trust whoever announced under that name"
+        ));
     }
     let expected = match (&args.expect_ca_sha256, &args.console) {
         (Some(hex), _) => Some(normalize_fingerprint(hex)?),
@@ -350,6 +437,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             let made: Vec<String> = (0..args.count).map(|_| tokens::generate()).collect();
             let user = current_user();
             let meta = TokenMeta {
+                description: args.description.clone(),
                 expires_at: args.expires_in.map(|d| now_unix() + d.as_secs() as i64),
                 uses: args.uses.filter(|&n| n > 1),
                 added_at: crate::clock::now_rfc3339(),
@@ -372,20 +460,20 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 return Ok(list.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
             }
             let mut out = format!(
-                "{:<10}  {:<12}  {:<20}  {:>9}  ADDED BY\n",
-                "TOKEN", "SHA-256", "EXPIRES", "USES LEFT"
+                "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  DESCRIPTION\n",
+                "TOKEN", "SHA-256", "EXPIRES", "USES LEFT", "ADDED BY"
             );
             for t in &list {
-                let expires =
-                    t.expires_at.map(crate::clock::unix_to_rfc3339).unwrap_or_else(|| "never".into());
+                let expires = t.expires_at.clone().unwrap_or_else(|| "never".into());
                 let _ = writeln!(
                     out,
-                    "{:<10}  {:<12}  {:<20}  {:>9}  {}{}",
+                    "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {}{}",
                     escape(&t.shown),
                     t.sha256_prefix,
                     expires,
                     t.uses_left,
                     if t.added_by.is_empty() { "-".into() } else { escape(&t.added_by) },
+                    escape(t.description.as_deref().unwrap_or("-")),
                     if t.weak { "  WEAK" } else { "" }
                 );
             }
@@ -427,6 +515,43 @@ fn rejected_ca_refusal(ca: &str) -> String {
         "refusing: the CA SHA-256 {ca} was rejected (`nodes reject`); approve it anyway with --force, \
          or lift the rejection with `nodes forget` of the rejected record"
     )
+}
+
+/// One audit event for people: time, event, then the other fields as
+/// `key=value`, every value escaped.
+fn event_line(event: &serde_json::Value) -> String {
+    let at = event["at"].as_str().unwrap_or("-");
+    let kind = event["event"].as_str().unwrap_or("-");
+    let mut line = format!("{}  {:<16}", escape(at), escape(kind));
+    if let Some(fields) = event.as_object() {
+        for (key, value) in fields.iter().filter(|(k, _)| !matches!(k.as_str(), "at" | "event")) {
+            let value = match value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let _ = write!(line, " {key}={}", escape(&value));
+        }
+    }
+    line
+}
+
+/// `nodes show --json`: the list's fields and what `show` computes.
+fn show_json(store: &Store, record: &NodeRecord) -> String {
+    let mut value = serde_json::to_value(view(store, record)).unwrap_or_default();
+    if let Ok(der) = pki::first_certificate(record.ca_cert_pem.as_bytes(), "ca_cert_pem") {
+        let computed = pki::sha256_hex(&der);
+        value["ca_sha256"] = json!(computed);
+        value["stored_ca_sha256_matches"] = json!(record.ca_sha256.as_deref().is_none_or(|s| s == computed));
+        if let Ok(cert) = pki::parse(&der, "ca_cert_pem") {
+            let validity = cert.validity();
+            value["ca_subject"] = json!(cert.subject().to_string());
+            value["ca_not_before"] = json!(crate::clock::unix_to_rfc3339(validity.not_before.timestamp()));
+            value["ca_not_after"] = json!(crate::clock::unix_to_rfc3339(validity.not_after.timestamp()));
+        }
+        value["ca_rejected"] = json!(store.is_ca_rejected(&computed));
+    }
+    value["ca_cert_pem"] = json!(record.ca_cert_pem);
+    terminal::json_text(&value)
 }
 
 /// `nodes show`: what an admin checks before approving, every field from
@@ -507,6 +632,35 @@ fn age(at: Option<&str>) -> String {
         s if s < 7200 => format!("{}m", s / 60),
         s if s < 172_800 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86_400),
+    }
+}
+
+/// `audit`: every writer's events merged in time order, from `since` ago
+/// on; with `follow`, new events as they are written, until interrupted
+/// (checked every second; an event is printed once).
+pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: bool, json: bool) -> Result<()> {
+    use std::io::Write;
+    let store = open(state)?;
+    let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
+    let mut printed = std::collections::HashSet::new();
+    loop {
+        let events = store.audit.events().map_err(|e| e.to_string())?;
+        let mut out = std::io::stdout().lock();
+        for event in events {
+            let at = event["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0);
+            if from.is_some_and(|from| at < from) || !printed.insert(event.to_string()) {
+                continue;
+            }
+            let line = if json { terminal::json_text(&event) } else { event_line(&event) };
+            if writeln!(out, "{line}").is_err() {
+                return Ok(()); // the reader went away (`| head`)
+            }
+        }
+        let _ = out.flush();
+        if !follow {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
     }
 }
 

@@ -23,10 +23,16 @@ pub struct Cli {
     #[command(subcommand)]
     pub command: Command,
     /// Log lines as text, or as one JSON object each (for log shippers).
-    #[arg(long, global = true, env = "JANUS_REGISTRATION_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    #[arg(long, global = true, env = "JANUS_REGISTRATION_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, help_heading = "Logging")]
     pub log_format: LogFormat,
     /// Log level (error, warn, info, debug, trace); RUST_LOG, when set, wins.
-    #[arg(long, global = true, env = "JANUS_REGISTRATION_LOG_LEVEL", default_value = "info")]
+    #[arg(
+        long,
+        global = true,
+        env = "JANUS_REGISTRATION_LOG_LEVEL",
+        default_value = "info",
+        help_heading = "Logging"
+    )]
     pub log_level: String,
 }
 
@@ -44,7 +50,10 @@ pub enum Command {
     )]
     Serve(ServeArgs),
     /// Mint a development fleet, the endpoint's certificate, or a node CA.
-    #[command(subcommand)]
+    #[command(
+        subcommand,
+        after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'\n  janus-registration certs controller --fleet fleet/ --out controller --san 10.0.2.2"
+    )]
     Certs(CertsCommand),
     /// Run the endpoint on a development fleet, minted once under certs/, with a fresh example state.
     #[command(after_help = "Example:\n  cargo run --release -- demo")]
@@ -56,9 +65,30 @@ pub enum Command {
     )]
     Agent(Box<AgentCommand>),
     /// List, inspect, approve, reject and forget nodes in a state directory.
+    #[command(
+        after_help = "Examples:\n  janus-registration nodes list --pending --state /var/lib/janus-registration\n  janus-registration nodes show edge-3\n  janus-registration nodes approve edge-3 --console /var/log/libvirt/qemu/edge-3-serial.log\n\nA node is named by its id, a unique prefix of it (6 hex digits or more), or its unique name."
+    )]
     Nodes(NodesArgs),
     /// Add, list and revoke registration tokens in a state directory.
+    #[command(
+        after_help = "Examples:\n  janus-registration tokens add --count 20 --expires-in 2h --description 'rack 3'\n  janus-registration tokens list\n  janus-registration tokens revoke 3f9a2c"
+    )]
     Tokens(TokensArgs),
+    /// The audit trail: every writer's events merged in time order.
+    #[command(
+        after_help = "Examples:\n  janus-registration audit --since 1h --state /var/lib/janus-registration\n  janus-registration audit --follow --json"
+    )]
+    Audit(AuditArgs),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    #[command(
+        after_help = "Examples:\n  janus-registration completions bash > /etc/bash_completion.d/janus-registration\n  janus-registration completions zsh > \"${fpath[1]}/_janus-registration\"\n  janus-registration completions fish > ~/.config/fish/completions/janus-registration.fish"
+    )]
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff).
+    #[command(
+        after_help = "Example:\n  janus-registration manpage > /usr/local/share/man/man1/janus-registration.1"
+    )]
+    Manpage,
     /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
     #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
     Healthcheck(HealthcheckArgs),
@@ -101,12 +131,16 @@ pub struct AgentArgs {
     /// Do one step and exit with a code that says pending, admitted or failed.
     #[arg(long)]
     pub once: bool,
+    /// How often a pending node polls (janusd: 15 s).
     #[arg(long, value_parser = parse_duration, default_value = "15s")]
     pub poll_every: Duration,
+    /// After a 404, announce again this long after the enrollment began (janusd: 1 h).
     #[arg(long, value_parser = parse_duration, default_value = "1h")]
     pub reannounce_after: Duration,
+    /// The first wait after an error, doubled at each error (janusd: 5 s).
     #[arg(long, value_parser = parse_duration, default_value = "5s")]
     pub backoff_base: Duration,
+    /// The longest wait after errors (janusd: 2 min).
     #[arg(long, value_parser = parse_duration, default_value = "120s")]
     pub backoff_cap: Duration,
     /// Stop with an error when the endpoint asks for protocol 1 (409, or a 400 naming service_cert_pem).
@@ -159,14 +193,14 @@ pub struct NodesArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum NodesCommand {
-    /// A table of nodes, re-announcements (same CA) grouped.
+    /// A table of nodes (every record streamed; filtered ones grouped by CA).
     #[command(
         after_help = "Example:\n  janus-registration nodes list --state /var/lib/janus-registration --pending"
     )]
     List(ListArgs),
     /// A node's record, its CA's subject and validity, and the console line its CA gives.
     #[command(after_help = "Example:\n  janus-registration nodes show 8f14e45fceea167a5a36dedd4bea2543")]
-    Show(IdArg),
+    Show(ShowArgs),
     /// Admit a node (after checking its CA against its console).
     #[command(
         after_help = "Examples:\n  janus-registration nodes approve ID --console /var/log/libvirt/qemu/edge-3-serial.log\n  janus-registration nodes approve ID --expect-ca-sha256 2bcdf132...\n  janus-registration nodes approve --ca-sha256 2bcdf132...   (every pending record of that CA)"
@@ -179,16 +213,19 @@ pub enum NodesCommand {
     #[command(after_help = "Example:\n  janus-registration nodes forget ID")]
     Forget(IdArg),
     /// A node's events from the audit trail.
-    #[command(after_help = "Example:\n  janus-registration nodes history ID")]
-    History(IdArg),
+    #[command(after_help = "Example:\n  janus-registration nodes history edge-3")]
+    History(ShowArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct ListArgs {
+    /// Only nodes waiting for approval (reads just those records).
     #[arg(long)]
     pub pending: bool,
+    /// Only admitted nodes (by a token, a command, the admission command or an approval file).
     #[arg(long)]
     pub admitted: bool,
+    /// Only rejected nodes (by a command, or because their CA was rejected).
     #[arg(long)]
     pub rejected: bool,
     /// One JSON object per node and line: id, name, address, peer_address, ca_sha256, state, announced_at, admitted_by.
@@ -198,18 +235,31 @@ pub struct ListArgs {
 
 #[derive(Debug, Args)]
 pub struct IdArg {
-    /// The node's id (32 hex digits).
+    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique name.
     pub id: String,
 }
 
 #[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique name.
+    pub id: String,
+    /// JSON for machines (show: one object; history: one event per line).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct ApproveArgs {
-    /// The node's id.
+    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique pending name.
     #[arg(required_unless_present = "ca_sha256")]
     pub id: Option<String>,
     /// Refuse unless the node's CA has this SHA-256.
-    #[arg(long, conflicts_with_all = ["console", "ca_sha256"])]
+    #[arg(long, conflicts_with_all = ["console", "ca_sha256", "unchecked"])]
     pub expect_ca_sha256: Option<String>,
+    /// Approve without checking the node's CA against its console: anyone who reaches the
+    /// endpoint can announce, so this trusts whoever announced under that name.
+    #[arg(long, conflicts_with_all = ["console", "ca_sha256"])]
+    pub unchecked: bool,
     /// Refuse unless the last `pki: this node's CA: SHA-256 <hex>` line of this serial-console log matches.
     #[arg(long, conflicts_with = "ca_sha256")]
     pub console: Option<PathBuf>,
@@ -238,15 +288,19 @@ pub enum TokensCommand {
     /// The tokens, redacted, with expiry and uses left.
     #[command(after_help = "Example:\n  janus-registration tokens list")]
     List(TokensListArgs),
-    /// Remove a token, given whole or by a prefix only it has.
-    #[command(after_help = "Example:\n  janus-registration tokens revoke 3f9a")]
+    /// Remove a token, given whole, by a prefix only it has, or by its SHA-256 prefix (as listed).
+    #[command(after_help = "Example:\n  janus-registration tokens revoke 3f9a2c")]
     Revoke(RevokeArgs),
 }
 
 #[derive(Debug, Args)]
 pub struct TokensAddArgs {
+    /// How many tokens to make.
     #[arg(long, default_value_t = 1)]
     pub count: usize,
+    /// What the tokens are for (shown by `tokens list`, e.g. 'rack 3').
+    #[arg(long)]
+    pub description: Option<String>,
     /// The tokens stop admitting after this (e.g. 2h, 7d).
     #[arg(long, value_parser = parse_duration)]
     pub expires_in: Option<Duration>,
@@ -257,13 +311,37 @@ pub struct TokensAddArgs {
 
 #[derive(Debug, Args)]
 pub struct TokensListArgs {
+    /// One JSON object per token and line (times in RFC 3339).
     #[arg(long)]
     pub json: bool,
 }
 
 #[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The state directory.
+    #[arg(long, env = "JANUS_REGISTRATION_STATE")]
+    pub state: Option<PathBuf>,
+    /// Only events from this long ago on (e.g. 30m, 2h, 7d).
+    #[arg(long, value_parser = parse_duration)]
+    pub since: Option<Duration>,
+    /// Keep printing events as they are written (every writer's), until interrupted.
+    #[arg(long)]
+    pub follow: bool,
+    /// One JSON object per event and line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell.
+    #[arg(value_enum)]
+    pub shell: clap_complete::Shell,
+}
+
+#[derive(Debug, Args)]
 pub struct RevokeArgs {
-    /// The token, or a prefix of it that no other token has.
+    /// The token, a prefix of it that no other token has, or the SHA-256 prefix `tokens list` shows.
     pub token: String,
 }
 

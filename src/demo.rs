@@ -25,10 +25,38 @@ pub const EXAMPLE_POLL_SECRET: &str = "example-poll-secret-do-not-use-in-product
 pub struct Demo {
     pub config: ServeConfig,
     pub instructions: String,
+    /// Held while the demo runs: a second demo from the same directory
+    /// refuses before it touches the running one's state.
+    pub lock: std::fs::File,
+}
+
+/// Takes `DIR/.demo.lock`, or says a demo already runs from `dir`.
+fn lock_demo(dir: &Path) -> Result<std::fs::File, CertsError> {
+    use std::os::unix::fs::OpenOptionsExt;
+    ensure_private_dir(dir)?;
+    let path = dir.join(".demo.lock");
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(0o600)
+        .custom_flags(crate::store::atomic::libc_nofollow())
+        .open(&path)
+        .map_err(|e| crate::store::atomic::with_path(e, &path))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(CertsError::Invalid(format!(
+            "a demo is already running from {} (it holds {}); its demo-state/ is left as it is - stop it first",
+            dir.display(),
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(e)) => Err(crate::store::atomic::with_path(e, &path).into()),
+    }
 }
 
 /// Mints what is missing, lays out a fresh state, and says what to try.
 pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
+    let lock = lock_demo(dir)?;
     let certs_dir = dir.join("certs");
     let fleet_dir = certs_dir.join("fleet");
     if !fleet_dir.join("root.crt").exists() {
@@ -94,6 +122,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
             )
         },
         instructions,
+        lock,
     })
 }
 
@@ -107,7 +136,13 @@ pub fn lay_out_example_state(state: &Path) -> Result<(), CertsError> {
     }
     write_atomic(&state.join("tokens"), EXAMPLE_TOKENS.as_bytes(), 0o600)?;
     let record = state.join("nodes").join(format!("{EXAMPLE_NODE_ID}.json"));
-    write_atomic(&record, EXAMPLE_NODE.as_bytes(), 0o600)?;
+    // Announced now: a fixed time in the past would age out, and maintenance
+    // would forget the example a week after the binary was built.
+    let mut example: crate::store::NodeRecord =
+        serde_json::from_str(EXAMPLE_NODE).map_err(|e| CertsError::Invalid(e.to_string()))?;
+    example.announced_at = Some(crate::clock::now_rfc3339());
+    let bytes = serde_json::to_vec_pretty(&example).map_err(|e| CertsError::Invalid(e.to_string()))?;
+    write_atomic(&record, &bytes, 0o600)?;
     Ok(())
 }
 
@@ -150,10 +185,11 @@ Announce with the example token, admitted at once (once):
   jq -c '. + {{registration_token: \"{token}\"}}' {announce} | {curl} -sS {url}/register --data-binary @-
 
 List pending nodes, with the CA SHA-256 to compare with each node's console:
-  grep -l '\"admitted\": false' {state}/nodes/*.json | xargs -n1 jq -r '[.id, .name, .ca_sha256] | @tsv'
+  cargo run --release -- nodes list --pending --state {state}
 
-Approve one (after checking its CA SHA-256 against its console):
-  touch {state}/approved/ID
+Approve one: the tool checks its CA against the node's serial-console log (or
+give the console's fingerprint with --expect-ca-sha256 HEX):
+  cargo run --release -- nodes approve ID --console /path/to/serial.log --state {state}
 
 Poll as the node does (202 pending, 200 with the trust once approved):
   {curl} -sS -o /dev/null -w '%{{http_code}}\\n' {url}/register/ID -H 'Authorization: Bearer {secret}'

@@ -23,8 +23,11 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
     match cli.command {
         Command::Serve(args) => serve(args.config(), &args.listen, None).map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => {
-            let demo = demo::prepare(&args.dir, &args.listen).map_err(|e| e.to_string())?;
-            serve(demo.config, &args.listen, Some(demo.instructions)).map(|()| ExitCode::SUCCESS)
+            let demo::Demo { config, instructions, lock } =
+                demo::prepare(&args.dir, &args.listen).map_err(|e| e.to_string())?;
+            let served = serve(config, &args.listen, Some(instructions));
+            drop(lock);
+            served.map(|()| ExitCode::SUCCESS)
         }
         Command::Agent(command) => match &command.swarm {
             Some(AgentSubcommand::Swarm(args)) => {
@@ -45,6 +48,23 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         Command::Tokens(args) => {
             let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
             println!("{}", admin::tokens(state, &args.command)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Audit(args) => {
+            let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
+            admin::audit_trail(state, args.since, args.follow, args.json)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Completions(args) => {
+            let mut command = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(args.shell, &mut command, "janus-registration", &mut std::io::stdout());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Manpage => {
+            let command = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(command)
+                .render(&mut std::io::stdout())
+                .map_err(|e| format!("cannot write the manual page: {e}"))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Healthcheck(args) => {

@@ -87,7 +87,7 @@ async fn a_ca_subject_with_escape_sequences_is_shown_escaped_and_flagged_expired
     assert!(out.contains("\\x1b[2K") && out.contains("\\x9b") && out.contains("\\u{202e}"), "{out}");
     assert!(out.contains("EXPIRED"), "{out}");
     assert!(out.contains(&format!("CA SHA-256:   {}", ca_hash(&ca))), "{out}");
-    for args in [&["nodes", "list"][..], &["nodes", "list", "--json"], &["nodes", "history", &id]] {
+    for args in [&["nodes", "list"][..], &["nodes", "list", "--json"], &["nodes", "history", &id, "--json"]] {
         let (ok, out, _) = admin(&fx.state(), args);
         assert!(ok);
         assert_terminal_safe(&out);
@@ -165,7 +165,7 @@ async fn a_rejection_sticks_to_the_ca_until_the_record_is_forgotten() {
     let again = json(&answer)["id"].as_str().unwrap().to_string();
     assert_eq!(get(&client, &format!("/register/{again}"), Some(&secret)).await.status, 404);
     fx.expect_tokens("would-admit-0001-long\n");
-    let (_, out, _) = admin(&state, &["nodes", "history", &again]);
+    let (_, out, _) = admin(&state, &["nodes", "history", &again, "--json"]);
     assert!(out.contains("\"rejected\"") && out.contains("rejected-ca"), "{out}");
     let (_, out, _) = admin(&state, &["nodes", "list", "--rejected"]);
     assert!(out.contains(&again) && out.contains(&first), "{out}");
@@ -188,7 +188,7 @@ async fn a_rejection_sticks_to_the_ca_until_the_record_is_forgotten() {
     assert_eq!(get(&client, &format!("/register/{third}"), Some(&secret3)).await.status, 404);
     std::fs::write(state.join("approved").join(&third), b"").unwrap();
     assert_eq!(get(&client, &format!("/register/{third}"), Some(&secret3)).await.status, 200);
-    let (_, out, _) = admin(&state, &["nodes", "history", &third]);
+    let (_, out, _) = admin(&state, &["nodes", "history", &third, "--json"]);
     assert!(out.contains("approval-file") && out.contains("\"over_rejected_ca\":true"), "{out}");
 
     // Forgetting the rejected record lifts the rejection.

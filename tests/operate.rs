@@ -98,7 +98,7 @@ async fn nodes_list_show_approve_reject_forget_and_history() {
     let (ok, _, err) = admin(&state, &["nodes", "show", "../x"]);
     assert!(!ok && err.contains("not a node id"), "{err}");
 
-    let (ok, out, _) = admin(&state, &["nodes", "history", &b1]);
+    let (ok, out, _) = admin(&state, &["nodes", "history", &b1, "--json"]);
     assert!(ok, "{out}");
     let events: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
@@ -123,7 +123,7 @@ async fn a_touched_approval_is_audited_with_its_owner_at_the_first_delivery() {
     for _ in 0..2 {
         assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 200);
     }
-    let (_, out, _) = admin(&fx.state(), &["nodes", "history", &id]);
+    let (_, out, _) = admin(&fx.state(), &["nodes", "history", &id, "--json"]);
     let events: Vec<serde_json::Value> = out.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
     assert_eq!(events.len(), 3, "{out}");
     assert_eq!(events[1]["by"], "approval-file");

@@ -180,7 +180,9 @@ impl App {
         let now = crate::store::tokens::now_unix();
         let max_age = self.limits.pending_max_age.as_secs() as i64;
         let mut pending = 0;
-        for crate::store::Pending { id, announced, token_claim, is_pending } in self.store.pending(self.reconcile_every)? {
+        for crate::store::Pending { id, announced, token_claim, is_pending } in
+            self.store.pending(self.reconcile_every)?
+        {
             let announced = announced.or_else(|| modified_unix(&self.store.record_path(&id)));
             let recovered = match token_claim {
                 Some(claim) => self.store.recover(&id, &claim)?,

@@ -56,6 +56,9 @@ pub struct TokenMeta {
     pub added_at: String,
     #[serde(default)]
     pub added_by: String,
+    /// What the admin said the tokens are for (`tokens add --description`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
 }
 
 impl TokenMeta {
@@ -72,9 +75,11 @@ impl TokenMeta {
 pub struct TokenInfo {
     pub shown: String,
     pub sha256_prefix: String,
-    pub expires_at: Option<i64>,
+    /// RFC 3339, as the audit trail writes times.
+    pub expires_at: Option<String>,
     pub uses_left: u32,
     pub added_by: String,
+    pub description: Option<String>,
     /// Shorter than [`WEAK_BELOW`] characters.
     pub weak: bool,
 }
@@ -359,9 +364,10 @@ impl Tokens {
                 out.push(TokenInfo {
                     shown: redact(t),
                     sha256_prefix: token_fingerprint(t),
-                    expires_at: meta.expires_at,
+                    expires_at: meta.expires_at.map(crate::clock::unix_to_rfc3339),
                     uses_left: left,
                     added_by: meta.added_by,
+                    description: meta.description,
                     weak: t.chars().count() < WEAK_BELOW,
                 });
             }
@@ -369,7 +375,8 @@ impl Tokens {
         Ok(out)
     }
 
-    /// Revokes the token equal to `key`, or the one token starting with it:
+    /// Revokes the token equal to `key`, or the one token starting with it,
+    /// or the one whose SHA-256 fingerprint (as listed) starts with it:
     /// every use is filled in the ledger (so a copy of the file that still
     /// lists it admits nobody), then its bytes are blanked. Returns the
     /// token's fingerprint.
@@ -379,7 +386,14 @@ impl Tokens {
         let token = if order.iter().any(|t| t == key) {
             key.to_string()
         } else {
-            let matching: Vec<&String> = order.iter().filter(|t| t.starts_with(key)).collect();
+            let by_hash = key.len() >= 6 && key.bytes().all(|b| b.is_ascii_hexdigit());
+            let matching: Vec<&String> = order
+                .iter()
+                .filter(|t| {
+                    t.starts_with(key)
+                        || (by_hash && sha256_hex(t.as_bytes()).starts_with(&key.to_ascii_lowercase()))
+                })
+                .collect();
             match matching.as_slice() {
                 [] => return Err(io::Error::new(io::ErrorKind::NotFound, "no token matches")),
                 [one] => (*one).clone(),
