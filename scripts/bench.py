@@ -386,6 +386,14 @@ def million(bench, sizes, directory, idle_seconds):
     return out
 
 
+def polls(bench, sizes):
+    """Polls of pending nodes (a new TLS connection each), as in the main table."""
+    server = bench.start_ours(bench.state("polls"))
+    report = bench.swarm(server, sizes["nodes"] // 10, sizes["polls"] * 10, sizes["concurrency"])
+    server.stop()
+    return {"poll_pending": phase_summary(report["poll"])}
+
+
 def ratio(a, b):
     return round(a / b, 2) if a and b else None
 
@@ -396,7 +404,7 @@ def main():
     p.add_argument("--reference", help="registration-server.py, to measure side by side")
     p.add_argument("--quick", action="store_true", help="small sizes: checks the benchmark runs, measures little")
     p.add_argument("--out", default="bench-results.json")
-    p.add_argument("--only", choices=["tokens", "million"],
+    p.add_argument("--only", choices=["tokens", "million", "polls"],
                    help="measure one phase alone: tokens (ours, and the reference if given), or million "
                         "(1,000,000 records, 100 pending; the state is made once, minutes, and kept)")
     p.add_argument("--million-dir", default="/var/tmp/janus-bench-million",
@@ -411,6 +419,10 @@ def main():
              sweep_requests=6000, records=100_000, wrk_seconds=5)
     )
     bench = Bench(args)
+    if args.only == "polls":
+        print(json.dumps({"ours": polls(bench, sizes)}, indent=2))
+        shutil.rmtree(bench.work, ignore_errors=True)
+        return
     if args.only == "million":
         results = {"million": million(bench, sizes, args.million_dir, args.idle_seconds)}
         print(json.dumps(results, indent=2))

@@ -353,8 +353,14 @@ fn a_world_writable_state_directory_is_refused_and_leftovers_removed() {
     fs::File::options().write(true).open(&old).unwrap().set_modified(hour_ago).unwrap();
     let fresh = fx.state().join(".tmp-nodes-4567");
     fs::write(&fresh, b"").unwrap();
-    Store::open(&fx.state()).unwrap();
-    assert!(!old.exists() && fresh.exists());
+    let store = Store::open(&fx.state()).unwrap();
+    let old_record_temp = fx.state().join("nodes").join(".tmp-0123.json-89ab");
+    fs::write(&old_record_temp, b"{").unwrap();
+    fs::File::options().write(true).open(&old_record_temp).unwrap().set_modified(hour_ago).unwrap();
+    // The server does both at its first maintenance pass, after binding.
+    store.remove_leftovers();
+    store.unsettled_ids().unwrap();
+    assert!(!old.exists() && fresh.exists() && !old_record_temp.exists());
 }
 
 #[tokio::test]

@@ -444,15 +444,23 @@ fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
 /// Runs [`App::maintain`] at once (not before serving: a large state must
 /// not delay startup) and then every `every`, off the async workers.
 async fn maintenance(app: Arc<App>, every: Duration) {
-    let mut first = true;
     let mut first_logged = true;
+    // The first tick is at once; a pass longer than `every` delays the
+    // next one instead of running passes back to back.
+    let mut ticks = tokio::time::interval(every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        if !std::mem::take(&mut first) {
-            tokio::time::sleep(every).await;
-        }
+        ticks.tick().await;
         let app = app.clone();
         let started = std::time::Instant::now();
-        match tokio::task::spawn_blocking(move || app.maintain().map(|()| app.pending.get())).await {
+        let leftovers = first_logged;
+        let pass = move || {
+            if leftovers {
+                app.store.remove_leftovers();
+            }
+            app.maintain().map(|()| app.pending.get())
+        };
+        match tokio::task::spawn_blocking(pass).await {
             Ok(Ok(pending)) => {
                 let ms = started.elapsed().as_millis() as u64;
                 tracing::debug!(pending, ms, "state scanned");

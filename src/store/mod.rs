@@ -26,6 +26,26 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+/// Removes those of `temps` older than [`STALE_TEMP_AGE`].
+fn remove_stale(temps: &[PathBuf]) {
+    for temp in temps {
+        let old = fs::symlink_metadata(temp)
+            .ok()
+            .filter(|m| m.is_file())
+            .and_then(|m| m.modified().ok())
+            .and_then(|t| t.elapsed().ok())
+            .is_some_and(|age| age > STALE_TEMP_AGE);
+        if old && fs::remove_file(temp).is_ok() {
+            tracing::info!(file = %temp.display(), "removed a temp file a crash left behind");
+        }
+    }
+}
+
+/// A node id as a number, for compact sets of ids.
+fn id_number(name: &str) -> Option<u128> {
+    NodeId::parse(name).and_then(|id| u128::from_str_radix(id.as_str(), 16).ok())
+}
+
 /// 64 lowercase hex digits: safe as a file name.
 fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
@@ -135,8 +155,7 @@ const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Store {
     /// Opens `dir`, creating it and its subdirectories (0700) when missing,
-    /// after refusing one anybody may write to, and removes what crashes
-    /// left behind (`.tmp-*` files older than a minute).
+    /// after refusing one anybody may write to.
     pub fn open(dir: &Path) -> io::Result<Self> {
         refuse_world_writable(dir)?;
         let store = Store {
@@ -148,12 +167,24 @@ impl Store {
         store.ensure_layout()?;
         for sub in std::iter::once(dir.to_path_buf()).chain(SUBDIRS.iter().map(|s| dir.join(s))) {
             refuse_world_writable(&sub)?;
+        }
+        Ok(store)
+    }
+
+    /// Removes what crashes left behind: `.tmp-*` files older than a minute,
+    /// in every state directory. The server does it at its first
+    /// maintenance pass, after the socket is bound: with a million records
+    /// it is a listing of millions of names.
+    pub fn remove_leftovers(&self) {
+        // nodes/, approved/ and rejected/ hold millions of names: their
+        // leftovers go during the listing every maintenance pass makes.
+        let small = SUBDIRS.iter().filter(|s| !matches!(**s, "nodes" | "approved" | "rejected"));
+        for sub in std::iter::once(self.dir.clone()).chain(small.map(|s| self.dir.join(s))) {
             let removed = atomic::remove_stale_temps(&sub, STALE_TEMP_AGE);
             if removed > 0 {
                 tracing::info!(dir = %sub.display(), removed, "removed temp files a crash left behind");
             }
         }
-        Ok(store)
     }
 
     /// Opens `dir` as [`Store::open`] does, auditing as this server process.
@@ -426,34 +457,66 @@ impl Store {
     /// listing names, whatever the number of admitted records. Ids are kept
     /// as 128-bit numbers (16 bytes each) while the listing runs.
     pub fn unsettled_ids(&self) -> io::Result<Vec<NodeId>> {
-        let mut settled = std::collections::HashSet::new();
+        let mut settled: Vec<u128> = Vec::new();
+        // The crash leftovers among these names are seen in the same listing.
+        let mut temps: Vec<PathBuf> = Vec::new();
         for sub in ["approved", "rejected"] {
-            for name in self.names_in(sub)? {
-                if let Some(n) =
-                    NodeId::parse(&name).and_then(|id| u128::from_str_radix(id.as_str(), 16).ok())
-                {
-                    settled.insert(n);
+            self.each_name(sub, |name| {
+                if let Some(n) = id_number(name) {
+                    settled.push(n);
+                } else if name.starts_with(atomic::TEMP_PREFIX) {
+                    temps.push(self.dir.join(sub).join(name));
                 }
-            }
+            })?;
         }
+        // Sorted numbers, 16 bytes an id: a million settled records cost
+        // 16 MiB while the listing runs, not a set of strings.
+        settled.sort_unstable();
         let mut ids = Vec::new();
-        for name in self.names_in("nodes")? {
-            let Some(id) = name.strip_suffix(".json").and_then(NodeId::parse) else { continue };
-            if u128::from_str_radix(id.as_str(), 16).is_ok_and(|n| !settled.contains(&n)) {
+        self.each_name("nodes", |name| {
+            if let Some(n) = name.strip_suffix(".json").and_then(id_number)
+                && settled.binary_search(&n).is_err()
+                && let Some(id) = name.strip_suffix(".json").and_then(NodeId::parse)
+            {
                 ids.push(id);
+            } else if name.starts_with(atomic::TEMP_PREFIX) {
+                temps.push(self.dir.join("nodes").join(name));
+            }
+        })?;
+        remove_stale(&temps);
+        Ok(ids)
+    }
+
+    /// Calls `each` with every name in a subdirectory (none when it is
+    /// missing), without holding the listing.
+    fn each_name(&self, sub: &str, mut each: impl FnMut(&str)) -> io::Result<()> {
+        let dir = self.dir.join(sub);
+        let entries = match fs::read_dir(&dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(atomic::with_path(e, &dir)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| atomic::with_path(e, &dir))?;
+            if let Some(name) = entry.file_name().to_str() {
+                each(name);
             }
         }
-        Ok(ids)
+        Ok(())
     }
 
     /// The ids with `rejected/<id>`.
     pub fn rejected_ids(&self) -> io::Result<Vec<NodeId>> {
-        Ok(self.names_in("rejected")?.iter().filter_map(|n| NodeId::parse(n)).collect())
+        let mut ids = Vec::new();
+        self.each_name("rejected", |n| ids.extend(NodeId::parse(n)))?;
+        Ok(ids)
     }
 
     /// The ids with `approved/<id>`.
     pub fn approved_ids(&self) -> io::Result<Vec<NodeId>> {
-        Ok(self.names_in("approved")?.iter().filter_map(|n| NodeId::parse(n)).collect())
+        let mut ids = Vec::new();
+        self.each_name("approved", |n| ids.extend(NodeId::parse(n)))?;
+        Ok(ids)
     }
 
     /// [`Store::unsettled_ids`], but listed again only when one of the three
@@ -480,24 +543,6 @@ impl Store {
         let ids = self.unsettled_ids()?;
         *cache = Some((std::time::Instant::now(), stamps, ids.clone()));
         Ok(ids)
-    }
-
-    /// The names in a subdirectory (none when it is missing).
-    fn names_in(&self, sub: &str) -> io::Result<Vec<String>> {
-        let dir = self.dir.join(sub);
-        let entries = match fs::read_dir(&dir) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(vec![]),
-            Err(e) => return Err(atomic::with_path(e, &dir)),
-        };
-        let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| atomic::with_path(e, &dir))?;
-            if let Some(name) = entry.file_name().to_str() {
-                names.push(name.to_string());
-            }
-        }
-        Ok(names)
     }
 
     /// Records with neither approval nor rejection, read one by one (only
