@@ -31,17 +31,7 @@ fn replace(path: &Path, bytes: &[u8], mode: u32, sync_name: bool) -> io::Result<
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
     let result = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc_nofollow())
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        // The umask may have narrowed the mode asked for at creation.
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
-        // Data and size; the name is made durable by the directory's fsync.
-        file.sync_data()?;
+        write_temp(&temp, bytes, mode)?;
         fs::rename(&temp, path)?;
         if sync_name { sync_dir(dir) } else { Ok(()) }
     })();
@@ -49,6 +39,22 @@ fn replace(path: &Path, bytes: &[u8], mode: u32, sync_name: bool) -> io::Result<
         let _ = fs::remove_file(&temp);
     }
     result.map_err(|e| with_path(e, path))
+}
+
+/// Writes a new temp file whole and `fsync`s its data, never through a
+/// link: the first half of every durable write here.
+fn write_temp(temp: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let mut file = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(mode)
+        .custom_flags(libc_nofollow())
+        .open(temp)?;
+    file.write_all(bytes)?;
+    // The umask may have narrowed the mode asked for at creation.
+    file.set_permissions(fs::Permissions::from_mode(mode))?;
+    // Data and size; the name is made durable by the directory's fsync.
+    file.sync_data()
 }
 
 /// Creates `path` with `bytes` only if no file (nor link) has that name,
@@ -61,18 +67,7 @@ fn replace(path: &Path, bytes: &[u8], mode: u32, sync_name: bool) -> io::Result<
 pub fn create_exclusive(path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool> {
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
-    let written = (|| {
-        let mut file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .custom_flags(libc_nofollow())
-            .open(&temp)?;
-        file.write_all(bytes)?;
-        file.set_permissions(fs::Permissions::from_mode(mode))?;
-        file.sync_data()
-    })();
-    let linked = written.and_then(|()| fs::hard_link(&temp, path));
+    let linked = write_temp(&temp, bytes, mode).and_then(|()| fs::hard_link(&temp, path));
     let _ = fs::remove_file(&temp);
     match linked {
         Ok(()) => {}
