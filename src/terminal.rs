@@ -70,6 +70,15 @@ pub struct EscapingWriter<W>(pub W);
 
 impl<W: io::Write> io::Write for EscapingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        // The usual line has nothing to escape: pass it on untouched (no
+        // copy on the request path). Any byte that may start an unsafe
+        // character (a control, or the lead byte of C1 and bidi controls)
+        // takes the careful path.
+        let body = buf.strip_suffix(b"\n").unwrap_or(buf);
+        if !body.iter().any(|&b| b < 0x20 || b == 0x7f || b == 0xc2 || b == 0xe2 || b >= 0xf8) {
+            self.0.write_all(buf)?;
+            return Ok(buf.len());
+        }
         let text = String::from_utf8_lossy(buf);
         let (body, end) = match text.strip_suffix('\n') {
             Some(body) => (body, "\n"),
