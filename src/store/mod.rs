@@ -1,7 +1,8 @@
 //! The state directory, laid out as the reference lays it out, so an existing
 //! one keeps working: `tokens`, `nodes/<id>.json`, `approved/<id>`. Ours on
-//! top: `rejected/<id>` (polls get 404), `delivered/<id>` (the trust went
-//! out once), `tokens.meta.json` (expiry and uses), `audit.jsonl`.
+//! top: `rejected/<id>` (polls get 404), `rejected-cas/<sha256>`,
+//! `delivered/<id>` (the trust went out once), `tokens.meta.json` (expiry
+//! and uses), `token-uses/` and its key (the ledger), `audit/`.
 //!
 //! Files are the source of truth: nothing is cached between requests, so an
 //! approval created by hand (`touch approved/<id>`) or by another process
