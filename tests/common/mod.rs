@@ -287,7 +287,13 @@ pub fn records(state: &Path) -> Vec<serde_json::Value> {
         if name.starts_with('.') {
             continue;
         }
-        let bytes = std::fs::read(entry.path()).unwrap();
+        // A fresh open, ESTALE retried (a network filesystem); a record
+        // forgotten or replaced between the listing and the read is skipped.
+        let bytes = match janus_registration::store::atomic::read_fresh(&entry.path()) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
+            Err(e) => panic!("{name}: {e}"),
+        };
         out.push(
             serde_json::from_slice(&bytes).unwrap_or_else(|e| panic!("{name} is not a whole record: {e}")),
         );
@@ -434,5 +440,9 @@ pub fn audit_trail(state: &Path) -> String {
         .unwrap_or_default();
     files.sort();
     files.insert(0, state.join("audit.jsonl"));
-    files.iter().filter_map(|f| std::fs::read_to_string(f).ok()).collect()
+    files
+        .iter()
+        .filter_map(|f| janus_registration::store::atomic::read_fresh(f).ok())
+        .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
+        .collect()
 }
