@@ -423,8 +423,8 @@ pub struct ServeArgs {
     #[arg(long, env = "JANUS_REGISTRATION_MAINTENANCE_EVERY", value_parser = parse_duration, default_value = "60s")]
     pub maintenance_every: Duration,
     /// How often maintenance lists the record directories even when their times say nothing
-    /// changed (a backstop for network filesystems).
-    #[arg(long, env = "JANUS_REGISTRATION_RECONCILE_EVERY", value_parser = parse_duration, default_value = "1h")]
+    /// changed: on a network filesystem another host's changes may not move them at once.
+    #[arg(long, env = "JANUS_REGISTRATION_RECONCILE_EVERY", value_parser = parse_duration, default_value = "5m")]
     pub reconcile_every: Duration,
     /// Keep connections open between requests (closed after 5 s idle), for orchestrator clients;
     /// by default every answer closes its connection, as nodes never reuse one.

@@ -26,7 +26,8 @@ fn replica_args(fx: &Fixture, state: &Path) -> Vec<String> {
     let mut args = fx.serve_args();
     let at = args.iter().position(|a| a == "--state").unwrap();
     args[at + 1] = state.to_str().unwrap().to_string();
-    args.extend(["--maintenance-every".into(), "1s".into()]);
+    // Directory times lag across GlusterFS clients: list at every pass but one.
+    args.extend(["--maintenance-every".into(), "1s".into(), "--reconcile-every".into(), "2s".into()]);
     args
 }
 

@@ -98,7 +98,7 @@ impl ServeConfig {
             admission: None,
             reload_every: Duration::from_secs(5),
             maintenance_every: Duration::from_secs(60),
-            reconcile_every: Duration::from_secs(3600),
+            reconcile_every: Duration::from_secs(300),
             metrics_listen: None,
             keep_alive: false,
         }

@@ -134,8 +134,9 @@ pub fn remove_stale_temps(dir: &Path, older_than: std::time::Duration) -> usize 
 
 /// ESTALE: a network filesystem's handle to a file another client replaced.
 const ESTALE: i32 = 116;
-/// How often a stale read is tried again (with a fresh open each time).
-const STALE_RETRIES: u32 = 5;
+/// How often a stale read is tried again (with a fresh open each time):
+/// the pauses add up to 1.6 s, past GlusterFS's default 1 s entry cache.
+const STALE_RETRIES: u32 = 8;
 
 /// Runs `attempt` again, after a short pause, while it fails with ESTALE
 /// (at most a few times): on NFS or GlusterFS a file another host replaced
@@ -147,7 +148,7 @@ pub fn retry_stale<T>(mut attempt: impl FnMut() -> io::Result<T>) -> io::Result<
         match attempt() {
             Err(e) if e.raw_os_error() == Some(ESTALE) && tries < STALE_RETRIES => {
                 tries += 1;
-                std::thread::sleep(std::time::Duration::from_millis(5 << tries));
+                std::thread::sleep(std::time::Duration::from_millis((5u64 << tries).min(500)));
             }
             other => return other,
         }
