@@ -49,4 +49,4 @@ mount -t glusterfs "127.0.0.1:/$volume" "$root/m1" || skip "mount refused"
 mount -t glusterfs "127.0.0.1:/$volume" "$root/m2" || skip "second mount refused"
 echo "replicas-on-gluster: volume $volume (default options) mounted at $root/m1 and $root/m2"
 JANUS_GLUSTER_MOUNTS="$root/m1:$root/m2" cargo test --locked --test replicas_gluster -- --nocapture 2>&1 \
-  | grep -E "^gluster:|^unfinished:|^test |test result|panicked|assert" || { echo "replicas-on-gluster: FAILED"; exit 1; }
+  | grep -E -A2 "^gluster:|^unfinished:|^test |test result|panicked|assert" || { echo "replicas-on-gluster: FAILED"; exit 1; }

@@ -34,6 +34,9 @@ use crate::store::Store;
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 64;
+/// How old an unfinished token admission must be before maintenance
+/// finishes it: far longer than any admission takes.
+const RECOVERY_GRACE_SECS: i64 = 30;
 /// The metrics listener's cap: a scraper or two, never the main listener's files.
 const METRICS_MAX_CONNECTIONS: usize = 16;
 /// Files the process keeps besides connections: state, logs, the admission
@@ -184,9 +187,13 @@ impl App {
             self.store.pending(self.reconcile_every)?
         {
             let announced = announced.or_else(|| modified_unix(&self.store.record_path(&id)));
+            // Only an admission no live process can still be finishing: two
+            // replicas renaming the same record at once lost its name on
+            // GlusterFS, and a fresh approval may not be visible yet.
+            let settled_for = announced.map_or(i64::MAX, |t| now - t);
             let recovered = match token_claim {
-                Some(claim) => self.store.recover(&id, &claim)?,
-                None => false,
+                Some(claim) if settled_for >= RECOVERY_GRACE_SECS => self.store.recover(&id, &claim)?,
+                _ => false,
             };
             if recovered || !is_pending {
                 continue;
