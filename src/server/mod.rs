@@ -186,7 +186,6 @@ impl App {
         for crate::store::Pending { id, announced, token_claim, is_pending } in
             self.store.pending(self.reconcile_every)?
         {
-            let announced = announced.or_else(|| modified_unix(&self.store.record_path(&id)));
             // Only an admission no live process can still be finishing: two
             // replicas renaming the same record at once lost its name on
             // GlusterFS, and a fresh approval may not be visible yet.
@@ -198,7 +197,6 @@ impl App {
             if recovered || !is_pending {
                 continue;
             }
-            let announced = announced.or_else(|| modified_unix(&self.store.record_path(&id)));
             if announced.is_some_and(|t| now - t > max_age) {
                 self.store.forget(&id)?;
                 self.store.audit.record(
@@ -214,11 +212,6 @@ impl App {
         self.store.tokens.sweep(&self.store.audit)?;
         Ok(())
     }
-}
-
-fn modified_unix(path: &std::path::Path) -> Option<i64> {
-    use std::os::unix::fs::MetadataExt;
-    std::fs::metadata(path).ok().map(|m| m.mtime())
 }
 
 /// A server that passed its startup checks and has not bound a socket yet.
