@@ -14,7 +14,6 @@ use std::path::Path;
 use serde::Serialize;
 use serde_json::json;
 
-use crate::cli::{NodesCommand, TokensCommand};
 use crate::pki;
 use crate::store::audit::{current_user, token_fingerprint};
 use crate::store::tokens::{self, TokenMeta, now_unix};
@@ -24,7 +23,90 @@ use crate::terminal::{self, escape, escape_lines};
 /// The console line a node prints for its CA, and nothing else.
 pub const CONSOLE_MARKER: &str = "pki: this node's CA: SHA-256 ";
 
-type Result<T> = std::result::Result<T, String>;
+/// Why an admin command failed; it changed nothing, unless it says so.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The state directory could not be read or written.
+    #[error(transparent)]
+    State(#[from] std::io::Error),
+    /// The command names no node (or no event, or no pending CA).
+    #[error("{0}")]
+    NotFound(String),
+    /// The command's name for a node fits several: they are listed.
+    #[error("{0}")]
+    Ambiguous(String),
+    /// A check the admin asked for failed, or the node's state forbids the change.
+    #[error("{0}")]
+    Refused(String),
+    /// Arguments that cannot be used as given.
+    #[error("{0}")]
+    Usage(String),
+    /// The serial-console log given to `--console` cannot be read.
+    #[error("{}: {source}", path.display())]
+    Console { path: std::path::PathBuf, source: std::io::Error },
+    /// `tokens revoke` found no single token for what it was given.
+    #[error("cannot revoke {key:?}: {source}")]
+    Revoke { key: String, source: std::io::Error },
+}
+
+type Result<T> = std::result::Result<T, AdminError>;
+
+/// `nodes` subcommands, as the command line gives them.
+#[derive(Debug, Clone)]
+pub enum NodesCommand {
+    /// A table (or JSON lines) of nodes.
+    List(ListFilter),
+    /// One node's record in full.
+    Show { node: String, json: bool },
+    /// Admit one node, or every pending node of one CA.
+    Approve(Approval),
+    /// Refuse a node and its CA.
+    Reject { node: String },
+    /// Remove a node's record and markers.
+    Forget { node: String },
+    /// A node's audit events.
+    History { node: String, json: bool },
+}
+
+/// Which nodes `nodes list` shows: every one when no filter is set.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    pub pending: bool,
+    pub admitted: bool,
+    pub rejected: bool,
+    pub json: bool,
+}
+
+/// `nodes approve`: the node (or `ca_sha256`), and the check made first.
+#[derive(Debug, Clone, Default)]
+pub struct Approval {
+    pub node: Option<String>,
+    pub expect_ca_sha256: Option<String>,
+    pub unchecked: bool,
+    pub console: Option<std::path::PathBuf>,
+    pub ca_sha256: Option<String>,
+    pub force: bool,
+}
+
+/// `tokens` subcommands, as the command line gives them.
+#[derive(Debug, Clone)]
+pub enum TokensCommand {
+    /// Make `count` tokens and print them, once.
+    Add(NewTokens),
+    /// The tokens, redacted.
+    List { json: bool },
+    /// Remove the one token `key` names.
+    Revoke { key: String },
+}
+
+/// What `tokens add` makes.
+#[derive(Debug, Clone)]
+pub struct NewTokens {
+    pub count: usize,
+    pub description: Option<String>,
+    pub expires_in: Option<std::time::Duration>,
+    pub uses: Option<u32>,
+}
 
 /// One node as `nodes list --json` gives it: stable field names.
 #[derive(Debug, Serialize)]
@@ -71,7 +153,7 @@ pub fn normalize_fingerprint(s: &str) -> Result<String> {
     if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(hex)
     } else {
-        Err(format!("{s:?} is not a SHA-256 fingerprint (64 hex digits)"))
+        Err(AdminError::Usage(format!("{s:?} is not a SHA-256 fingerprint (64 hex digits)")))
     }
 }
 
@@ -92,7 +174,7 @@ pub fn console_fingerprint(log: &[u8]) -> Option<String> {
 }
 
 fn open(state: &Path) -> Result<Store> {
-    Store::open_existing(state).map_err(|e| e.to_string())
+    Ok(Store::open_existing(state)?)
 }
 
 /// The records a command may name a node among.
@@ -111,19 +193,19 @@ enum Among {
 /// carries. An ambiguous key lists the candidates and fails.
 fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> {
     if let Some(node) = NodeId::parse(key) {
-        return match store.read_record(&node).map_err(|e| e.to_string())? {
+        return match store.read_record(&node)? {
             Some(record) => Ok((node, record)),
-            None => Err(format!("there is no node {key} in {}", store.dir().display())),
+            None => Err(AdminError::NotFound(format!("there is no node {key} in {}", store.dir().display()))),
         };
     }
     if key.contains('/') || key.contains("..") || key.is_empty() {
-        return Err(format!("{:?} is not a node id, id prefix or name", escape(key)));
+        return Err(AdminError::Usage(format!("{:?} is not a node id, id prefix or name", escape(key))));
     }
     let candidates: Vec<NodeId> = match among {
-        Among::Pending => store.unsettled_ids().map_err(|e| e.to_string())?,
+        Among::Pending => store.unsettled_ids()?,
         Among::NotRejected | Among::All => {
             let mut all = Vec::new();
-            store.scan(|id, _: serde::de::IgnoredAny| all.push(id)).map_err(|e| e.to_string())?;
+            store.scan(|id, _: serde::de::IgnoredAny| all.push(id))?;
             all
         }
     };
@@ -146,39 +228,44 @@ fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> 
     }
     match matches.len() {
         1 => Ok(matches.remove(0)),
-        0 => Err(format!("no node matches {:?} in {}", escape(key), store.dir().display())),
+        0 => Err(AdminError::NotFound(format!(
+            "no node matches {:?} in {}",
+            escape(key),
+            store.dir().display()
+        ))),
         n => {
             let mut out = format!("{:?} matches {n} nodes; name one by its id:", escape(key));
             for (id, record) in &matches {
                 let _ = write!(out, "\n  {id}  {}  {}", escape(&record.name), ca_sha256_of(record));
             }
-            Err(out)
+            Err(AdminError::Ambiguous(out))
         }
     }
 }
 
 fn audit(store: &Store, event: &str, fields: serde_json::Value) -> Result<()> {
-    store.audit.record(event, fields).map_err(|e| e.to_string())
+    Ok(store.audit.record(event, fields)?)
 }
 
+/// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
 pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
     let store = open(state)?;
     match command {
         NodesCommand::List(args) => list(&store, args),
-        NodesCommand::Show(args) => {
-            let (_, record) = find(&store, &args.id, Among::All)?;
-            Ok(if args.json { show_json(&store, &record) } else { show(&store, &record) })
+        NodesCommand::Show { node, json } => {
+            let (_, record) = find(&store, node, Among::All)?;
+            Ok(if *json { show_json(&store, &record) } else { show(&store, &record) })
         }
         NodesCommand::Approve(args) => approve(&store, args),
-        NodesCommand::Reject(args) => {
-            let (id, record) = find(&store, &args.id, Among::NotRejected)
-                .or_else(|e| find(&store, &args.id, Among::All).map_err(|_| e))?;
+        NodesCommand::Reject { node } => {
+            let (id, record) = find(&store, node, Among::NotRejected)
+                .or_else(|e| find(&store, node, Among::All).map_err(|_| e))?;
             if store.is_rejected(&id) {
                 return Ok(format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)));
             }
             let user = current_user();
             let ca = ca_sha256_of(&record);
-            store.reject(&id, &ca, &user).map_err(|e| e.to_string())?;
+            store.reject(&id, &ca, &user)?;
             audit(
                 &store,
                 "rejected",
@@ -191,31 +278,30 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
                 escape(&ca)
             ))
         }
-        NodesCommand::Forget(args) => {
-            let (id, _) = find(&store, &args.id, Among::All)?;
-            store.forget(&id).map_err(|e| e.to_string())?;
+        NodesCommand::Forget { node } => {
+            let (id, _) = find(&store, node, Among::All)?;
+            store.forget(&id)?;
             audit(&store, "forgotten", json!({"id": id.as_str(), "by": "command", "user": current_user()}))?;
             Ok(format!("forgot {id}"))
         }
-        NodesCommand::History(args) => {
+        NodesCommand::History { node, json } => {
             // A forgotten node has events but no record: its id still works.
-            let id = match NodeId::parse(&args.id) {
+            let id = match NodeId::parse(node) {
                 Some(id) => id,
-                None => find(&store, &args.id, Among::All)?.0,
+                None => find(&store, node, Among::All)?.0,
             };
-            let events = store.audit.history(id.as_str()).map_err(|e| e.to_string())?;
+            let events = store.audit.history(id.as_str())?;
             if events.is_empty() {
-                return Err(format!("the audit trail has no events for {id}"));
+                return Err(AdminError::NotFound(format!("the audit trail has no events for {id}")));
             }
-            let render =
-                |e: &serde_json::Value| if args.json { terminal::json_text(e) } else { event_line(e) };
+            let render = |e: &serde_json::Value| if *json { terminal::json_text(e) } else { event_line(e) };
             Ok(events.iter().map(render).collect::<Vec<_>>().join("\n"))
         }
     }
 }
 
 /// `nodes list` with a filter: the matching records, grouped by CA.
-fn list(store: &Store, args: &crate::cli::ListArgs) -> Result<String> {
+fn list(store: &Store, args: &ListFilter) -> Result<String> {
     if !(args.pending || args.admitted || args.rejected) {
         return list_all_streaming(store, args.json);
     }
@@ -224,13 +310,13 @@ fn list(store: &Store, args: &crate::cli::ListArgs) -> Result<String> {
     // --pending, the rejected ones for --rejected.
     let mut ids = Vec::new();
     if args.pending {
-        ids.extend(store.unsettled_ids().map_err(|e| e.to_string())?);
+        ids.extend(store.unsettled_ids()?);
     }
     if args.rejected {
-        ids.extend(store.rejected_ids().map_err(|e| e.to_string())?);
+        ids.extend(store.rejected_ids()?);
     }
     if args.admitted {
-        ids.extend(store.approved_ids().map_err(|e| e.to_string())?);
+        ids.extend(store.approved_ids()?);
     }
     ids.sort();
     ids.dedup();
@@ -285,16 +371,14 @@ fn list_all_streaming(store: &Store, json: bool) -> Result<String> {
         let _ = writeln!(out, "{}", list_header());
     }
     let mut count = 0usize;
-    let problems = store
-        .scan(|_, record: NodeRecord| {
-            let v = view(store, &record);
-            let line = if json { terminal::json_text(&v) } else { list_row(&v, false) };
-            // A closed pipe (`| head`) ends the listing quietly.
-            if writeln!(out, "{line}").is_ok() {
-                count += 1;
-            }
-        })
-        .map_err(|e| e.to_string())?;
+    let problems = store.scan(|_, record: NodeRecord| {
+        let v = view(store, &record);
+        let line = if json { terminal::json_text(&v) } else { list_row(&v, false) };
+        // A closed pipe (`| head`) ends the listing quietly.
+        if writeln!(out, "{line}").is_ok() {
+            count += 1;
+        }
+    })?;
     let _ = out.flush();
     for problem in problems {
         eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
@@ -324,13 +408,13 @@ fn list_row(v: &NodeView, same_ca: bool) -> String {
     )
 }
 
-fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
+fn approve(store: &Store, args: &Approval) -> Result<String> {
     let user = current_user();
     if let Some(hex) = &args.ca_sha256 {
         let want = normalize_fingerprint(hex)?;
-        let (records, _) = store.list_records().map_err(|e| e.to_string())?;
+        let (records, _) = store.list_records()?;
         if store.is_ca_rejected(&want) && !args.force {
-            return Err(rejected_ca_refusal(&want));
+            return Err(AdminError::Refused(rejected_ca_refusal(&want)));
         }
         // With --force, the records rejected only because their CA was are
         // approved too: what the admin asked for.
@@ -350,12 +434,14 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
             if !approved.is_empty() {
                 return Ok(format!("already approved ({}); nothing changed", approved.join(", ")));
             }
-            return Err(format!("no pending node has the CA SHA-256 {want}"));
+            return Err(AdminError::NotFound(format!("no pending node has the CA SHA-256 {want}")));
         }
         let mut out = String::new();
         for record in matching {
-            let id = NodeId::parse(&record.id).ok_or("a record with a malformed id")?;
-            store.approve(&id, "command", &user).map_err(|e| e.to_string())?;
+            let id = NodeId::parse(&record.id).ok_or_else(|| {
+                AdminError::NotFound(format!("a record with a malformed id: {:?}", escape(&record.id)))
+            })?;
+            store.approve(&id, "command", &user)?;
             audit(
                 store,
                 "admitted",
@@ -365,7 +451,10 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
         }
         return Ok(out.trim_end().to_string());
     }
-    let id = args.id.as_deref().ok_or("name the node to approve, or give --ca-sha256")?;
+    let id = args
+        .node
+        .as_deref()
+        .ok_or_else(|| AdminError::Usage("name the node to approve, or give --ca-sha256".into()))?;
     let (node, record) = find(store, id, Among::Pending).or_else(|e| match NodeId::parse(id) {
         Some(_) => Err(e),
         // An admitted node named again: say so rather than "no match".
@@ -376,38 +465,40 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
         return Ok(format!("{id} ({}) is already approved; nothing changed", escape(&record.name)));
     }
     if store.is_rejected(&node) && !(args.force && rejected_for_ca_only(store, &record)) {
-        return Err(format!("{id} was rejected; the node announces again with a new id, approve that one"));
+        return Err(AdminError::Refused(format!(
+            "{id} was rejected; the node announces again with a new id, approve that one"
+        )));
     }
     let have = ca_sha256_of(&record);
     if store.is_ca_rejected(&have) && !args.force {
-        return Err(rejected_ca_refusal(&have));
+        return Err(AdminError::Refused(rejected_ca_refusal(&have)));
     }
     if args.expect_ca_sha256.is_none() && args.console.is_none() && !args.unchecked {
-        return Err(format!(
+        return Err(AdminError::Usage(format!(
             "approving {id} needs a check of its CA against the node's console: --console LOG, or \
              --expect-ca-sha256 HEX (the line `{CONSOLE_MARKER}<hex>` on its console), or --unchecked \
              to trust whoever announced under that name"
-        ));
+        )));
     }
     let expected = match (&args.expect_ca_sha256, &args.console) {
         (Some(hex), _) => Some(normalize_fingerprint(hex)?),
         (None, Some(path)) => {
-            let log = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-            Some(
-                console_fingerprint(&log)
-                    .ok_or_else(|| format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()))?,
-            )
+            let log =
+                std::fs::read(path).map_err(|source| AdminError::Console { path: path.clone(), source })?;
+            Some(console_fingerprint(&log).ok_or_else(|| {
+                AdminError::Refused(format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()))
+            })?)
         }
         (None, None) => None,
     };
     if let Some(want) = &expected
         && *want != have
     {
-        return Err(format!(
+        return Err(AdminError::Refused(format!(
             "refusing: {id}'s CA is SHA-256 {have}, but the node's console shows {want} - not that node"
-        ));
+        )));
     }
-    store.approve(&node, "command", &user).map_err(|e| e.to_string())?;
+    store.approve(&node, "command", &user)?;
     audit(
         store,
         "admitted",
@@ -427,12 +518,13 @@ fn approve(store: &Store, args: &crate::cli::ApproveArgs) -> Result<String> {
     })
 }
 
+/// Runs a `tokens` subcommand; `Ok` is what to print.
 pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
     let store = open(state)?;
     match command {
         TokensCommand::Add(args) => {
             if args.count == 0 || args.uses == Some(0) {
-                return Err("--count and --uses must be at least 1".into());
+                return Err(AdminError::Usage("--count and --uses must be at least 1".into()));
             }
             let made: Vec<String> = (0..args.count).map(|_| tokens::generate()).collect();
             let user = current_user();
@@ -443,7 +535,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 added_at: crate::clock::now_rfc3339(),
                 added_by: user.clone(),
             };
-            store.tokens.add(&made, &meta).map_err(|e| e.to_string())?;
+            store.tokens.add(&made, &meta)?;
             for t in &made {
                 audit(
                     &store,
@@ -453,10 +545,10 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             }
             Ok(made.join("\n"))
         }
-        TokensCommand::List(args) => {
-            store.tokens.sweep(&store.audit).map_err(|e| e.to_string())?;
-            let list = store.tokens.list().map_err(|e| e.to_string())?;
-            if args.json {
+        TokensCommand::List { json } => {
+            store.tokens.sweep(&store.audit)?;
+            let list = store.tokens.list()?;
+            if *json {
                 return Ok(list.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
             }
             let mut out = format!(
@@ -488,11 +580,9 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             }
             Ok(out)
         }
-        TokensCommand::Revoke(args) => {
-            let fingerprint = store
-                .tokens
-                .revoke(&args.token)
-                .map_err(|e| format!("cannot revoke {:?}: {e}", args.token))?;
+        TokensCommand::Revoke { key } => {
+            let fingerprint =
+                store.tokens.revoke(key).map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
             audit(
                 &store,
                 "token_revoked",
@@ -644,7 +734,7 @@ pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: boo
     let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
     let mut printed = std::collections::HashSet::new();
     loop {
-        let events = store.audit.events().map_err(|e| e.to_string())?;
+        let events = store.audit.events()?;
         let mut out = std::io::stdout().lock();
         for event in events {
             let at = event["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0);

@@ -17,8 +17,8 @@ use rcgen::{
 };
 use time::{Duration, OffsetDateTime};
 
+use crate::durable::write_atomic;
 use crate::pki::{self, BundlePayload, FLEET_CONTROLLER_NAME, SignedBundle};
-use crate::store::atomic::write_atomic;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CertsError {
@@ -170,7 +170,7 @@ pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), CertsError>
 /// Writes a fleet into `dir` (created 0700 when missing), refusing to touch
 /// an existing one.
 pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), CertsError> {
-    crate::store::atomic::ensure_private_dir(dir)?;
+    crate::durable::ensure_private_dir(dir)?;
     let files: [(&str, &[u8], u32); 5] = [
         ("root.crt", fleet.root.cert_pem.as_bytes(), 0o644),
         ("root.key", fleet.root.key_pem.as_bytes(), 0o600),
@@ -211,28 +211,44 @@ pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
     PathBuf::from(s)
 }
 
+/// `certs` subcommands, as the command line gives them.
+#[derive(Debug, Clone)]
+pub enum CertsCommand {
+    /// A development fleet in `out`; with `bundle_version`, only its bundle re-signed.
+    Fleet { out: PathBuf, name: String, bundle_version: Option<u64> },
+    /// The endpoint's certificate, `out.crt` and `out.key`, from `fleet`'s issuing CA.
+    Controller {
+        fleet: PathBuf,
+        out: PathBuf,
+        days: i64,
+        sans: Vec<String>,
+        renew_within: Option<std::time::Duration>,
+    },
+    /// A node CA, `out.crt` and `out.key`.
+    NodeCa { name: String, out: PathBuf },
+}
+
 /// Runs a `certs` subcommand; the returned text is what it did, for stdout.
-pub fn run(command: &crate::cli::CertsCommand) -> Result<String, CertsError> {
-    use crate::cli::CertsCommand;
+pub fn run(command: &CertsCommand) -> Result<String, CertsError> {
     match command {
-        CertsCommand::Fleet(args) => match args.bundle_version {
+        CertsCommand::Fleet { out, name, bundle_version } => match bundle_version {
             None => {
-                let fleet = mint_fleet(&args.name, 1)?;
-                write_fleet(&args.out, &fleet)?;
+                let fleet = mint_fleet(name, 1)?;
+                write_fleet(out, &fleet)?;
                 Ok(format!(
                     "wrote a development fleet to {} (bundle version 1); root SHA-256 {}",
-                    args.out.display(),
+                    out.display(),
                     fingerprint(&fleet.root.cert_pem)?
                 ))
             }
-            Some(version) => resign_bundle(&args.out, version),
+            Some(version) => resign_bundle(out, *version),
         },
-        CertsCommand::Controller(args) => {
-            let crt = with_suffix(&args.out, "crt");
-            if let Some(within) = args.renew_within
+        CertsCommand::Controller { fleet, out, days, sans, renew_within } => {
+            let crt = with_suffix(out, "crt");
+            if let Some(within) = renew_within
                 && crt.exists()
             {
-                let pem = std::fs::read(&crt).map_err(|e| crate::store::atomic::with_path(e, &crt))?;
+                let pem = std::fs::read(&crt).map_err(|e| crate::durable::with_path(e, &crt))?;
                 let der = pki::first_certificate(&pem, &crt.display().to_string())?;
                 let not_after =
                     pki::parse(&der, &crt.display().to_string())?.validity().not_after.timestamp();
@@ -245,19 +261,14 @@ pub fn run(command: &crate::cli::CertsCommand) -> Result<String, CertsError> {
                     ));
                 }
             }
-            let issuing = read_minted(&args.fleet.join("issuing.crt"), &args.fleet.join("issuing.key"))?;
-            let minted = mint_controller(&issuing, args.days, &args.sans)?;
-            let (crt, key) = write_pair(&args.out, &minted, args.renew_within.is_some())?;
-            Ok(format!(
-                "wrote {} and {} (controller.fleet.janus, {} days)",
-                crt.display(),
-                key.display(),
-                args.days
-            ))
+            let issuing = read_minted(&fleet.join("issuing.crt"), &fleet.join("issuing.key"))?;
+            let minted = mint_controller(&issuing, *days, sans)?;
+            let (crt, key) = write_pair(out, &minted, renew_within.is_some())?;
+            Ok(format!("wrote {} and {} (controller.fleet.janus, {days} days)", crt.display(), key.display()))
         }
-        CertsCommand::NodeCa(args) => {
-            let minted = mint_node_ca(&args.name)?;
-            let (crt, key) = write_pair(&args.out, &minted, false)?;
+        CertsCommand::NodeCa { name, out } => {
+            let minted = mint_node_ca(name)?;
+            let (crt, key) = write_pair(out, &minted, false)?;
             Ok(format!("wrote {} and {}\n{}", crt.display(), key.display(), console_line(&minted.cert_pem)?))
         }
     }
@@ -284,7 +295,7 @@ fn resign_bundle(dir: &Path, version: u64) -> Result<String, CertsError> {
 }
 
 pub fn read_text(path: &Path) -> Result<String, CertsError> {
-    std::fs::read_to_string(path).map_err(|e| CertsError::Io(crate::store::atomic::with_path(e, path)))
+    std::fs::read_to_string(path).map_err(|e| CertsError::Io(crate::durable::with_path(e, path)))
 }
 
 pub fn read_minted(cert: &Path, key: &Path) -> Result<Minted, CertsError> {

@@ -1,17 +1,20 @@
 //! The command line: one subcommand per job, each flag also an environment
 //! variable (`JANUS_REGISTRATION_*`) so a container is configured the same way.
-//! Parsing only: each command's work lives in its own module.
+//! Parsing only: each command's work lives in its own module, which takes a
+//! plain config struct (`to_*` here, at the edge) and never imports this one.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
+use crate::clock::parse_duration;
 use crate::server::limits::LimitsConfig;
 use crate::server::policy::{DEFAULT_QUEUE, PolicyConfig};
 use crate::server::{
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_SOURCE, ServeConfig,
 };
+use crate::{admin, certs};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -520,39 +523,113 @@ pub struct NodeCaArgs {
     pub out: PathBuf,
 }
 
-/// `250ms`, `90s`, `15m`, `12h`, `10d`, or plain seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 =
-        digits.parse().map_err(|_| format!("{s:?} is not a duration such as 90s, 15m, 12h or 10d"))?;
-    if unit == "ms" {
-        return Ok(Duration::from_millis(n));
-    }
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86400,
-        _ => {
-            return Err(format!("{s:?} is not a duration such as 90s, 15m, 12h or 10d"));
+impl AgentArgs {
+    /// The command as [`crate::agent`] takes it.
+    pub fn to_agent(&self) -> crate::agent::AgentCommand {
+        crate::agent::AgentCommand {
+            dir: self.dir.clone(),
+            user_data: self.user_data.clone(),
+            node_ca: self.node_ca.clone(),
+            name: self.name.clone(),
+            advertise: self.advertise.clone(),
+            once: self.once,
+            timings: crate::agent::Timings {
+                poll_every: self.poll_every,
+                reannounce_after: self.reannounce_after,
+                backoff_base: self.backoff_base,
+                backoff_cap: self.backoff_cap,
+            },
+            fail_on_fallback: self.fail_on_fallback,
         }
-    };
-    Ok(Duration::from_secs(secs))
+    }
+}
+
+impl SwarmArgs {
+    /// The command as [`crate::agent::swarm`] takes it.
+    pub fn to_swarm(&self) -> crate::agent::swarm::SwarmCommand {
+        crate::agent::swarm::SwarmCommand {
+            addr: self.addr.clone(),
+            fleet_root: self.fleet_root.clone(),
+            nodes: self.nodes,
+            concurrency: self.concurrency,
+            polls: self.polls,
+            tokens: self.tokens.clone(),
+            approve_in: self.approve_in.clone(),
+            only_get: self.only_get.clone(),
+            json: self.json.clone(),
+            server_pid: self.server_pid,
+        }
+    }
+}
+
+impl NodesCommand {
+    /// The command as [`crate::admin`] takes it.
+    pub fn to_admin(&self) -> admin::NodesCommand {
+        match self {
+            NodesCommand::List(a) => admin::NodesCommand::List(admin::ListFilter {
+                pending: a.pending,
+                admitted: a.admitted,
+                rejected: a.rejected,
+                json: a.json,
+            }),
+            NodesCommand::Show(a) => admin::NodesCommand::Show { node: a.id.clone(), json: a.json },
+            NodesCommand::Approve(a) => admin::NodesCommand::Approve(admin::Approval {
+                node: a.id.clone(),
+                expect_ca_sha256: a.expect_ca_sha256.clone(),
+                unchecked: a.unchecked,
+                console: a.console.clone(),
+                ca_sha256: a.ca_sha256.clone(),
+                force: a.force,
+            }),
+            NodesCommand::Reject(a) => admin::NodesCommand::Reject { node: a.id.clone() },
+            NodesCommand::Forget(a) => admin::NodesCommand::Forget { node: a.id.clone() },
+            NodesCommand::History(a) => admin::NodesCommand::History { node: a.id.clone(), json: a.json },
+        }
+    }
+}
+
+impl TokensCommand {
+    /// The command as [`crate::admin`] takes it.
+    pub fn to_admin(&self) -> admin::TokensCommand {
+        match self {
+            TokensCommand::Add(a) => admin::TokensCommand::Add(admin::NewTokens {
+                count: a.count,
+                description: a.description.clone(),
+                expires_in: a.expires_in,
+                uses: a.uses,
+            }),
+            TokensCommand::List(a) => admin::TokensCommand::List { json: a.json },
+            TokensCommand::Revoke(a) => admin::TokensCommand::Revoke { key: a.token.clone() },
+        }
+    }
+}
+
+impl CertsCommand {
+    /// The command as [`crate::certs`] takes it.
+    pub fn to_certs(&self) -> certs::CertsCommand {
+        match self {
+            CertsCommand::Fleet(a) => certs::CertsCommand::Fleet {
+                out: a.out.clone(),
+                name: a.name.clone(),
+                bundle_version: a.bundle_version,
+            },
+            CertsCommand::Controller(a) => certs::CertsCommand::Controller {
+                fleet: a.fleet.clone(),
+                out: a.out.clone(),
+                days: a.days,
+                sans: a.sans.clone(),
+                renew_within: a.renew_within,
+            },
+            CertsCommand::NodeCa(a) => {
+                certs::CertsCommand::NodeCa { name: a.name.clone(), out: a.out.clone() }
+            }
+        }
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
-        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
-        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
-        assert_eq!(parse_duration("10d"), Ok(Duration::from_secs(864000)));
-        assert!(parse_duration("ten").is_err() && parse_duration("5y").is_err());
-    }
 
     #[test]
     fn the_cli_is_consistent() {

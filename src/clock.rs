@@ -1,5 +1,7 @@
 //! Time as this crate writes it: RFC 3339, UTC, whole seconds (the audit
-//! trail: milliseconds).
+//! trail: milliseconds); Go-style durations, written and read.
+
+use std::time::Duration;
 
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
@@ -31,7 +33,7 @@ fn format(t: OffsetDateTime) -> String {
 }
 
 /// A duration as Go prints one (`5s`, `2m0s`, `1h0m0s`, `250ms`): the node's log lines use it.
-pub fn go_duration(d: std::time::Duration) -> String {
+pub fn go_duration(d: Duration) -> String {
     let total = d.as_secs();
     if total == 0 {
         return if d.is_zero() { "0s".into() } else { format!("{}ms", d.as_millis()) };
@@ -46,9 +48,43 @@ pub fn go_duration(d: std::time::Duration) -> String {
     }
 }
 
+/// A duration `parse_duration` cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0:?} is not a duration such as 90s, 15m, 12h or 10d")]
+pub struct BadDuration(pub String);
+
+/// `250ms`, `90s`, `15m`, `12h`, `10d`, or plain seconds.
+pub fn parse_duration(s: &str) -> Result<Duration, BadDuration> {
+    let s = s.trim();
+    let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
+    let n: u64 = digits.parse().map_err(|_| BadDuration(s.to_string()))?;
+    if unit == "ms" {
+        return Ok(Duration::from_millis(n));
+    }
+    let secs = match unit {
+        "" | "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86400,
+        _ => {
+            return Err(BadDuration(s.to_string()));
+        }
+    };
+    Ok(Duration::from_secs(secs))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse_duration("90"), Ok(Duration::from_secs(90)));
+        assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
+        assert_eq!(parse_duration("10d"), Ok(Duration::from_secs(864000)));
+        assert!(parse_duration("ten").is_err() && parse_duration("5y").is_err());
+    }
     use std::time::Duration;
 
     #[test]

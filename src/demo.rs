@@ -11,9 +11,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::certs::{self, CertsError};
+use crate::durable::{ensure_private_dir, write_atomic};
 use crate::protocol::AnnounceRequest;
 use crate::server::ServeConfig;
-use crate::store::atomic::{ensure_private_dir, write_atomic};
 
 /// The example state, as `state-example/` holds it.
 pub const EXAMPLE_TOKENS: &str = include_str!("../state-example/tokens");
@@ -40,9 +40,9 @@ fn lock_demo(dir: &Path) -> Result<std::fs::File, CertsError> {
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .custom_flags(crate::store::atomic::libc_nofollow())
+        .custom_flags(crate::durable::libc_nofollow())
         .open(&path)
-        .map_err(|e| crate::store::atomic::with_path(e, &path))?;
+        .map_err(|e| crate::durable::with_path(e, &path))?;
     match file.try_lock() {
         Ok(()) => Ok(file),
         Err(std::fs::TryLockError::WouldBlock) => Err(CertsError::Invalid(format!(
@@ -50,7 +50,7 @@ fn lock_demo(dir: &Path) -> Result<std::fs::File, CertsError> {
             dir.display(),
             path.display()
         ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(crate::store::atomic::with_path(e, &path).into()),
+        Err(std::fs::TryLockError::Error(e)) => Err(crate::durable::with_path(e, &path).into()),
     }
 }
 
@@ -129,7 +129,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
 /// Replaces `state` with the example state.
 pub fn lay_out_example_state(state: &Path) -> Result<(), CertsError> {
     if state.exists() {
-        std::fs::remove_dir_all(state).map_err(|e| crate::store::atomic::with_path(e, state))?;
+        std::fs::remove_dir_all(state).map_err(|e| crate::durable::with_path(e, state))?;
     }
     for sub in ["", "nodes", "approved"] {
         ensure_private_dir(&state.join(sub))?;

@@ -12,33 +12,35 @@ fn main() -> ExitCode {
     init_tracing(cli.log_format, &cli.log_level);
     match run(cli) {
         Ok(code) => code,
-        Err(message) => {
-            eprintln!("janus-registration: {}", janus_registration::terminal::escape(&message));
+        Err(failure) => {
+            eprintln!("janus-registration: {}", janus_registration::terminal::escape(&failure.to_string()));
             ExitCode::FAILURE
         }
     }
 }
 
-fn run(cli: Cli) -> Result<ExitCode, String> {
+/// Any command's failure, as one message; context is added here, at the edge.
+type Failure = Box<dyn std::error::Error>;
+
+fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
         Command::Serve(args) => serve(args.config(), &args.listen, None).map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => {
-            let demo::Demo { config, instructions, lock } =
-                demo::prepare(&args.dir, &args.listen).map_err(|e| e.to_string())?;
+            let demo::Demo { config, instructions, lock } = demo::prepare(&args.dir, &args.listen)?;
             let served = serve(config, &args.listen, Some(instructions));
             drop(lock);
             served.map(|()| ExitCode::SUCCESS)
         }
         Command::Agent(command) => match &command.swarm {
             Some(AgentSubcommand::Swarm(args)) => {
-                println!("{}", runtime()?.block_on(agent::swarm::run_cli(args))?);
+                println!("{}", runtime()?.block_on(agent::swarm::run_command(&args.to_swarm()))?);
                 Ok(ExitCode::SUCCESS)
             }
-            None => runtime()?.block_on(agent::run_cli(&command.args)).map(ExitCode::from),
+            None => Ok(ExitCode::from(runtime()?.block_on(agent::run_command(&command.args.to_agent()))?)),
         },
         Command::Nodes(args) => {
             let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
-            let out = admin::nodes(state, &args.command)?;
+            let out = admin::nodes(state, &args.command.to_admin())?;
             // A streamed listing has printed itself already.
             if !out.is_empty() {
                 println!("{out}");
@@ -47,7 +49,7 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
         }
         Command::Tokens(args) => {
             let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
-            println!("{}", admin::tokens(state, &args.command)?);
+            println!("{}", admin::tokens(state, &args.command.to_admin())?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit(args) => {
@@ -72,30 +74,30 @@ fn run(cli: Cli) -> Result<ExitCode, String> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Certs(command) => {
-            println!("{}", certs::run(&command).map_err(|e| e.to_string())?);
+            println!("{}", certs::run(&command.to_certs())?);
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
 /// Startup checks first, then the socket, then (for the demo) what to try.
-fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> Result<(), String> {
-    let prepared = server::prepare(config).map_err(|e| e.to_string())?;
+fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> Result<(), Failure> {
+    let prepared = server::prepare(config)?;
     let listener = server::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     if let Some(banner) = banner {
         println!("{banner}");
     }
     runtime()?.block_on(async {
         let stop = shutdown::signal().map_err(|e| format!("cannot handle signals: {e}"))?;
-        prepared.serve(listener, stop).await.map_err(|e| e.to_string())
+        Ok(prepared.serve(listener, stop).await?)
     })
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime, String> {
+fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-        .map_err(|e| format!("cannot start the runtime: {e}"))
+        .map_err(|e| format!("cannot start the runtime: {e}").into())
 }
 
 /// Logs go to stderr. Text lines pass through the terminal escaper (so no

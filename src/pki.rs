@@ -12,7 +12,6 @@ use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use ring::signature::{ECDSA_P256_SHA256_ASN1, ECDSA_P384_SHA256_ASN1, UnparsedPublicKey};
 use rustls::client::danger::ServerCertVerifier;
 use rustls::crypto::CryptoProvider;
 use rustls::sign::CertifiedKey;
@@ -41,6 +40,9 @@ pub enum PkiError {
     Bundle(String),
     #[error("{0}")]
     Key(String),
+    /// The endpoint's chain would not pass a node's fleet-mode check.
+    #[error("{0}")]
+    NotForFleet(String),
     #[error("{what} expired at {not_after}")]
     Expired { what: String, not_after: String },
 }
@@ -150,10 +152,7 @@ pub fn verify_bundle(root_der: &[u8], bundle_bytes: &[u8]) -> Result<BundlePaylo
         .decode(signed.signature.as_bytes())
         .map_err(|e| bad(format!("the bundle's signature is not standard base64: {e}")))?;
     let key = root.public_key().subject_public_key.data.as_ref();
-    let verified = [&ECDSA_P256_SHA256_ASN1, &ECDSA_P384_SHA256_ASN1]
-        .iter()
-        .any(|alg| UnparsedPublicKey::new(*alg, key).verify(&payload, &signature).is_ok());
-    if !verified {
+    if !crate::tls::verify_ecdsa_sha256(key, &payload, &signature) {
         return Err(bad(
             "the bundle's signature does not verify with the fleet root's key (ECDSA-SHA256, DER)".into(),
         ));
@@ -276,12 +275,13 @@ impl ServedIdentity {
         &self,
         fleet_root: &CertificateDer<'static>,
         provider: Arc<CryptoProvider>,
-    ) -> Result<(), String> {
+    ) -> Result<(), PkiError> {
+        let refused = |e: &dyn std::fmt::Display| PkiError::NotForFleet(e.to_string());
         let mut roots = rustls::RootCertStore::empty();
-        roots.add(fleet_root.clone()).map_err(|e| e.to_string())?;
+        roots.add(fleet_root.clone()).map_err(|e| refused(&e))?;
         let verifier = rustls::client::WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
             .build()
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| refused(&e))?;
         let name = ServerName::try_from(FLEET_CONTROLLER_NAME).expect("a valid DNS name");
         verifier
             .verify_server_cert(
@@ -292,7 +292,7 @@ impl ServedIdentity {
                 UnixTime::now(),
             )
             .map(|_| ())
-            .map_err(|e| e.to_string())
+            .map_err(|e| refused(&e))
     }
 }
 

@@ -218,7 +218,7 @@ fn a_fleet_made_by_openssl_verifies_with_our_code() {
     run(&["certs", "controller", "--fleet", "f", "--out", "controller"], d);
     let chain = d.join("controller.crt");
     let key = d.join("controller.key");
-    let provider = janus_registration::server::tls::provider();
+    let provider = janus_registration::tls::provider();
     let identity = pki::ServedIdentity::load(&chain, &key, &provider).unwrap();
     identity.verify_for_fleet(&fleet.root_der, provider).unwrap();
 }

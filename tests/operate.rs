@@ -421,7 +421,7 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
 }
 
 async fn presented_certificate(addr: std::net::SocketAddr) -> Vec<u8> {
-    let config = std::sync::Arc::new(janus_registration::healthcheck::insecure_client_config());
+    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
     let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();

@@ -173,7 +173,7 @@ async fn a_client_that_sends_nothing_is_cut_off() {
     assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "not closed: {closed:?}");
 
     // After the handshake, with no request.
-    let config = std::sync::Arc::new(janus_registration::healthcheck::insecure_client_config());
+    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
     let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
@@ -220,7 +220,7 @@ async fn futures_connect(
     addr: std::net::SocketAddr,
     n: usize,
 ) -> Vec<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
-    let config = std::sync::Arc::new(janus_registration::healthcheck::insecure_client_config());
+    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
     let mut out = Vec::new();
     for _ in 0..n {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();

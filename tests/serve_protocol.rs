@@ -164,7 +164,7 @@ async fn answers_close_the_connection() {
     let server = InProcess::start(fx.config()).await;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(pki::first_certificate(fx.fleet.root.cert_pem.as_bytes(), "root").unwrap()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(janus_registration::server::tls::provider())
+    let config = rustls::ClientConfig::builder_with_provider(janus_registration::tls::provider())
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots)
@@ -190,14 +190,14 @@ async fn answers_close_the_connection() {
 async fn any_sni_or_none_gets_a_certificate_over_tls_1_2_and_1_3() {
     let fx = Fixture::new();
     let server = InProcess::start(fx.config()).await;
-    let provider = janus_registration::server::tls::provider();
+    let provider = janus_registration::tls::provider();
     for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
         for sni in ["controller.fleet.janus", "unknown.example", "127.0.0.1"] {
             let config = rustls::ClientConfig::builder_with_provider(provider.clone())
                 .with_protocol_versions(&[version])
                 .unwrap()
                 .dangerous()
-                .with_custom_certificate_verifier(janus_registration::healthcheck::accept_any_certificate())
+                .with_custom_certificate_verifier(janus_registration::tls::accept_any_certificate())
                 .with_no_client_auth();
             let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
             let name = rustls::pki_types::ServerName::try_from(sni).unwrap();

@@ -7,6 +7,7 @@
 //! fails on certificate verification is the same request sent again, checked
 //! against `ca.crt` for the host of the address.
 
+use std::io::Read as _;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,6 +22,8 @@ use crate::protocol::MAX_BODY;
 
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HEAD: usize = 16 * 1024;
+/// Go's transport has no fixed header count; 100 is far more than any endpoint sends.
+const MAX_HEADERS: usize = 100;
 
 /// How the endpoint's certificate was checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -212,14 +215,7 @@ fn client_config(pem: &[u8]) -> Result<Option<Arc<ClientConfig>>, HttpError> {
             .add(CertificateDer::from(cert.to_vec()))
             .map_err(|e| HttpError::Config(format!("a CA the client cannot use: {e}")))?;
     }
-    let mut config = ClientConfig::builder_with_provider(crate::server::tls::provider())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
-        .map_err(|e| HttpError::Config(e.to_string()))?
-        .with_root_certificates(roots)
-        .with_no_client_auth();
-    // janusd builds a new http.Transport for every request: no session cache,
-    // so every request is a full handshake. So are ours.
-    config.resumption = rustls::client::Resumption::disabled();
+    let config = crate::tls::client_config(roots).map_err(|e| HttpError::Config(e.to_string()))?;
     Ok(Some(Arc::new(config)))
 }
 
@@ -249,70 +245,162 @@ fn request_bytes(address: &str, request: &Request<'_>) -> Vec<u8> {
     bytes
 }
 
+/// Reads one answer as Go's transport does: any framing (`Content-Length`,
+/// chunked, or up to the close), interim 1xx heads skipped, a gzip body
+/// decoded (janusd asked for it) with `Content-Encoding` and
+/// `Content-Length` then dropped; the body is cut at 64 KiB, as the node's
+/// `io.LimitReader` cuts it.
 async fn read_answer<S: tokio::io::AsyncRead + Unpin>(
     stream: &mut S,
     url: &str,
 ) -> Result<Answer, HttpError> {
-    let bad = |reason: String| HttpError::Protocol { url: url.to_string(), reason };
-    let mut buf = Vec::with_capacity(4096);
-    let mut chunk = [0u8; 8192];
-    let head_end = loop {
-        if let Some(i) = find(&buf, b"\r\n\r\n") {
-            break i + 4;
+    let mut incoming = Incoming { stream, buf: Vec::with_capacity(4096), url };
+    let (status, mut headers) = loop {
+        let (status, headers) = incoming.head().await?;
+        if !(100..200).contains(&status) || status == 101 {
+            break (status, headers);
         }
-        if buf.len() > MAX_HEAD {
-            return Err(bad("the answer's head is larger than 16 KiB".into()));
-        }
-        let n = read_some(stream, &mut chunk, url).await?;
-        if n == 0 {
-            return Err(bad("the connection closed before an answer".into()));
-        }
-        buf.extend_from_slice(&chunk[..n]);
     };
-    let head = String::from_utf8_lossy(&buf[..head_end]).to_string();
-    let mut lines = head.split("\r\n");
-    let status_line = lines.next().unwrap_or_default();
-    let status: u16 = status_line
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .ok_or_else(|| bad(format!("not an HTTP answer: {status_line:?}")))?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(n, v)| (n.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let content_length = headers
-        .iter()
-        .find(|(name, _)| name.eq_ignore_ascii_case("content-length"))
-        .and_then(|(_, v)| v.parse::<usize>().ok());
-    let mut body = buf[head_end..].to_vec();
-    let wanted = content_length.unwrap_or(usize::MAX).min(MAX_BODY);
-    while body.len() < wanted {
-        let n = read_some(stream, &mut chunk, url).await?;
-        if n == 0 {
-            break;
+    let header = |name: &str| {
+        headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.trim().to_string())
+    };
+    let chunked = header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().ends_with("chunked"));
+    let gzip = header("content-encoding").is_some_and(|v| v.eq_ignore_ascii_case("gzip"));
+    // Enough raw bytes for 64 KiB once decoded: gzip never grows data by more
+    // than a few bytes per block.
+    let raw_limit = if gzip { 2 * MAX_BODY } else { MAX_BODY };
+    let raw = if status == 204 || status == 304 {
+        Vec::new()
+    } else if chunked {
+        incoming.chunked_body(raw_limit).await?
+    } else if let Some(length) = header("content-length") {
+        let length: usize = length.parse().map_err(|_| incoming.bad(format!("Content-Length {length:?}")))?;
+        incoming.exactly(length.min(raw_limit)).await?
+    } else {
+        incoming.until_close(raw_limit).await?
+    };
+    let body = if gzip {
+        headers.retain(|(n, _)| {
+            !n.eq_ignore_ascii_case("content-encoding") && !n.eq_ignore_ascii_case("content-length")
+        });
+        let mut decoded = Vec::new();
+        let read =
+            flate2::read::GzDecoder::new(raw.as_slice()).take(MAX_BODY as u64).read_to_end(&mut decoded);
+        match read {
+            Ok(_) => decoded,
+            Err(e) => return Err(incoming.bad(format!("gzip: {e}"))),
         }
-        body.extend_from_slice(&chunk[..n]);
-    }
-    body.truncate(wanted.min(body.len()));
+    } else {
+        raw
+    };
     Ok(Answer { status, headers, body })
 }
 
-async fn read_some<S: tokio::io::AsyncRead + Unpin>(
-    stream: &mut S,
-    chunk: &mut [u8],
-    url: &str,
-) -> Result<usize, HttpError> {
-    match stream.read(chunk).await {
-        Ok(n) => Ok(n),
-        // A peer that closes without close_notify has still said all it had to.
-        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(0),
-        Err(source) => Err(HttpError::Connect { url: url.to_string(), source }),
-    }
+/// The bytes read from a connection and not yet used.
+struct Incoming<'a, S> {
+    stream: &'a mut S,
+    buf: Vec<u8>,
+    url: &'a str,
 }
 
-fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
-    haystack.windows(needle.len()).position(|w| w == needle)
+impl<S: tokio::io::AsyncRead + Unpin> Incoming<'_, S> {
+    fn bad(&self, reason: String) -> HttpError {
+        HttpError::Protocol { url: self.url.to_string(), reason }
+    }
+
+    /// Reads more; `false` once the peer has closed.
+    async fn fill(&mut self) -> Result<bool, HttpError> {
+        let mut chunk = [0u8; 8192];
+        match self.stream.read(&mut chunk).await {
+            Ok(0) => Ok(false),
+            Ok(n) => {
+                self.buf.extend_from_slice(&chunk[..n]);
+                Ok(true)
+            }
+            // A peer that closes without close_notify has still said all it had to.
+            Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
+            Err(source) => Err(HttpError::Connect { url: self.url.to_string(), source }),
+        }
+    }
+
+    /// One status line and its headers, parsed by `httparse`.
+    async fn head(&mut self) -> Result<(u16, Vec<(String, String)>), HttpError> {
+        loop {
+            let mut slots = [httparse::EMPTY_HEADER; MAX_HEADERS];
+            let mut response = httparse::Response::new(&mut slots);
+            match response.parse(&self.buf) {
+                Ok(httparse::Status::Complete(len)) => {
+                    let status = response.code.unwrap_or_default();
+                    let headers = response
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.to_string(), String::from_utf8_lossy(h.value).into_owned()))
+                        .collect();
+                    self.buf.drain(..len);
+                    return Ok((status, headers));
+                }
+                Ok(httparse::Status::Partial) if self.buf.len() > MAX_HEAD => {
+                    return Err(self.bad("the answer's head is larger than 16 KiB".into()));
+                }
+                Ok(httparse::Status::Partial) => {
+                    if !self.fill().await? {
+                        return Err(self.bad("the connection closed before an answer".into()));
+                    }
+                }
+                Err(e) => return Err(self.bad(format!("not an HTTP answer: {e}"))),
+            }
+        }
+    }
+
+    /// `n` bytes, or an error if the peer closes first.
+    async fn exactly(&mut self, n: usize) -> Result<Vec<u8>, HttpError> {
+        while self.buf.len() < n {
+            if !self.fill().await? {
+                return Err(self.bad(format!("the body ended after {} of {n} bytes", self.buf.len())));
+            }
+        }
+        Ok(self.buf.drain(..n).collect())
+    }
+
+    /// Everything until the peer closes, cut at `limit`.
+    async fn until_close(&mut self, limit: usize) -> Result<Vec<u8>, HttpError> {
+        while self.buf.len() < limit && self.fill().await? {}
+        self.buf.truncate(limit);
+        Ok(std::mem::take(&mut self.buf))
+    }
+
+    /// A chunked body, cut at `limit` (the rest is never read: the
+    /// connection is closed after one exchange).
+    async fn chunked_body(&mut self, limit: usize) -> Result<Vec<u8>, HttpError> {
+        let mut body = Vec::new();
+        while body.len() < limit {
+            let size = match httparse::parse_chunk_size(&self.buf) {
+                Ok(httparse::Status::Complete((len, size))) => {
+                    self.buf.drain(..len);
+                    size
+                }
+                Ok(httparse::Status::Partial) if self.buf.len() > MAX_HEAD => {
+                    return Err(self.bad("a chunk size line is larger than 16 KiB".into()));
+                }
+                Ok(httparse::Status::Partial) => {
+                    if !self.fill().await? {
+                        return Err(self.bad("the chunked body ended without its last chunk".into()));
+                    }
+                    continue;
+                }
+                Err(_) => return Err(self.bad("a chunk size is not hexadecimal".into())),
+            };
+            if size == 0 {
+                break;
+            }
+            let wanted = usize::try_from(size).unwrap_or(usize::MAX).min(limit - body.len());
+            body.extend(self.exactly(wanted).await?);
+            if wanted as u64 == size && self.exactly(2).await? != b"\r\n" {
+                return Err(self.bad("a chunk does not end with CRLF".into()));
+            }
+        }
+        Ok(body)
+    }
 }
 
 #[cfg(test)]
@@ -339,5 +427,94 @@ mod tests {
             bytes,
             "POST /register HTTP/1.1\r\nHost: 10.0.2.2:18900\r\nUser-Agent: Go-http-client/1.1\r\nContent-Length: 2\r\nContent-Type: application/json\r\nAccept-Encoding: gzip\r\n\r\n{}"
         );
+    }
+
+    fn answer(bytes: &[u8]) -> Result<Answer, HttpError> {
+        let mut stream = bytes;
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(read_answer(&mut stream, "https://test"))
+    }
+
+    fn gzipped(data: &[u8]) -> Vec<u8> {
+        use std::io::Write;
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+        encoder.write_all(data).unwrap();
+        encoder.finish().unwrap()
+    }
+
+    #[test]
+    fn reads_content_length_and_stops_there() {
+        let a = answer(b"HTTP/1.1 202 Accepted\r\nContent-Length: 5\r\n\r\nhello, and more").unwrap();
+        assert_eq!((a.status, a.body.as_slice()), (202, &b"hello"[..]));
+    }
+
+    #[test]
+    fn reads_chunked_bodies() {
+        let a = answer(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n4;ext=1\r\n{\"a\"\r\n2\r\n:1\r\n1\r\n}\r\n0\r\n\r\n")
+            .unwrap();
+        assert_eq!(a.body, br#"{"a":1}"#);
+    }
+
+    #[test]
+    fn reads_until_close_without_a_length() {
+        let a = answer(b"HTTP/1.1 200 OK\r\nConnection: close\r\n\r\nall of it").unwrap();
+        assert_eq!(a.body, b"all of it");
+    }
+
+    #[test]
+    fn decodes_gzip_as_go_does() {
+        let body = gzipped(br#"{"id":"x"}"#);
+        let mut bytes = format!(
+            "HTTP/1.1 201 Created\r\nContent-Encoding: gzip\r\nContent-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .into_bytes();
+        bytes.extend_from_slice(&body);
+        let a = answer(&bytes).unwrap();
+        assert_eq!(a.body, br#"{"id":"x"}"#);
+        assert_eq!(a.header("content-encoding"), None, "Go drops it once decoded");
+        assert_eq!(a.header("content-length"), None);
+    }
+
+    #[test]
+    fn decodes_gzip_in_chunks_and_cuts_at_64_kib() {
+        let body = gzipped(&vec![b'a'; 200_000]);
+        let mut bytes =
+            b"HTTP/1.1 400 Bad Request\r\nContent-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n"
+                .to_vec();
+        for piece in body.chunks(100) {
+            bytes.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+            bytes.extend_from_slice(piece);
+            bytes.extend_from_slice(b"\r\n");
+        }
+        bytes.extend_from_slice(b"0\r\n\r\n");
+        let a = answer(&bytes).unwrap();
+        assert_eq!(a.body.len(), MAX_BODY);
+    }
+
+    #[test]
+    fn skips_interim_answers() {
+        let a = answer(b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 204 No Content\r\n\r\n").unwrap();
+        assert_eq!((a.status, a.body.len()), (204, 0));
+    }
+
+    #[test]
+    fn refuses_what_is_not_http() {
+        for bytes in [
+            &b"SSH-2.0-OpenSSH\r\n\r\n"[..],
+            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nshort",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabcXY",
+            b"HTTP/1.1 200 OK\r\nContent-Encoding: gzip\r\n\r\nnot gzip",
+            b"HTTP/1.1 200 OK\r\n",
+        ] {
+            assert!(
+                matches!(answer(bytes), Err(HttpError::Protocol { .. })),
+                "{:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
     }
 }

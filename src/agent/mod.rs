@@ -68,6 +68,52 @@ impl Console {
     }
 }
 
+/// Why the agent stopped, or could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// The node's directory, its CA or its user-data.
+    #[error(transparent)]
+    Node(#[from] NodeError),
+    /// The endpoint cannot be reached as configured.
+    #[error(transparent)]
+    Http(#[from] http::HttpError),
+    /// Minting a CA (the swarm's nodes).
+    #[error(transparent)]
+    Certs(#[from] crate::certs::CertsError),
+    /// A file the command was given.
+    #[error("{}: {source}", path.display())]
+    File { path: PathBuf, source: std::io::Error },
+    /// Nothing to register with.
+    #[error("{} has no address file: nothing to register with (provision it with --user-data)", .0.display())]
+    NotProvisioned(PathBuf),
+    /// The endpoint asked for protocol 1 (a key), which is never sent.
+    #[error("{0}")]
+    ProtocolViolation(String),
+}
+
+impl AgentError {
+    fn file(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
+        move |source| AgentError::File { path: path.to_path_buf(), source }
+    }
+}
+
+/// The `agent` command as the command line gives it.
+#[derive(Debug, Clone)]
+pub struct AgentCommand {
+    pub dir: PathBuf,
+    /// A NoCloud user-data JSON that provisions `dir` first.
+    pub user_data: Option<PathBuf>,
+    pub node_ca: Option<PathBuf>,
+    /// The hostname to announce (default: user-data's, else this machine's).
+    pub name: Option<String>,
+    pub advertise: Option<String>,
+    /// One step, then an exit code.
+    pub once: bool,
+    pub timings: Timings,
+    pub fail_on_fallback: bool,
+}
+
+/// How an agent runs: the node's directory, what it announces, its timings.
 #[derive(Clone)]
 pub struct AgentConfig {
     pub dir: PathBuf,
@@ -118,13 +164,15 @@ impl Agent {
     }
 
     /// Runs until admitted (Ok) or a protocol violation (Err); never gives up otherwise.
-    pub async fn run(&self) -> Result<Step, String> {
+    pub async fn run(&self) -> Result<Step, AgentError> {
         let mut attempt = 0;
         loop {
             let step = self.step().await;
             let wait = match &step {
                 Step::Idle | Step::Admitted => return Ok(step),
-                Step::ProtocolViolation(why) if self.config.fail_on_fallback => return Err(why.clone()),
+                Step::ProtocolViolation(why) if self.config.fail_on_fallback => {
+                    return Err(AgentError::ProtocolViolation(why.clone()));
+                }
                 Step::Pending => self.config.timings.poll_every,
                 Step::Unknown => self.config.timings.reannounce_after,
                 Step::Failed(_) | Step::ProtocolViolation(_) => {
@@ -369,34 +417,26 @@ pub const EXIT_PROTOCOL_VIOLATION: u8 = 3;
 
 /// The `agent` command: provision from user-data if given, then one step
 /// (`--once`) or the loop. Returns the exit code.
-pub async fn run_cli(args: &crate::cli::AgentArgs) -> Result<u8, String> {
-    let node = NodeDir::open(&args.dir).map_err(|e| e.to_string())?;
+pub async fn run_command(args: &AgentCommand) -> Result<u8, AgentError> {
+    let node = NodeDir::open(&args.dir)?;
     let mut hostname = None;
     if let Some(path) = &args.user_data {
-        let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
-        hostname = node.provision_from_user_data(&bytes).map_err(|e| e.to_string())?;
+        let bytes = std::fs::read(path).map_err(AgentError::file(path))?;
+        hostname = node.provision_from_user_data(&bytes)?;
     }
     let config = AgentConfig {
         dir: args.dir.clone(),
         node_ca: args.node_ca.clone(),
         hostname: args.name.clone().or(hostname).unwrap_or_else(system_hostname),
         advertise: args.advertise.clone(),
-        timings: Timings {
-            poll_every: args.poll_every,
-            reannounce_after: args.reannounce_after,
-            backoff_base: args.backoff_base,
-            backoff_cap: args.backoff_cap,
-        },
+        timings: args.timings,
         fail_on_fallback: args.fail_on_fallback,
         console: Console::Stdout,
     };
-    if !node.is_registered() && node.provisioning().map_err(|e| e.to_string())?.is_none() {
-        return Err(format!(
-            "{} has no address file: nothing to register with (provision it with --user-data)",
-            args.dir.display()
-        ));
+    if !node.is_registered() && node.provisioning()?.is_none() {
+        return Err(AgentError::NotProvisioned(args.dir.clone()));
     }
-    let agent = Agent::new(config).map_err(|e| e.to_string())?;
+    let agent = Agent::new(config)?;
     if args.once {
         let step = agent.step().await;
         if let Step::Failed(why) | Step::ProtocolViolation(why) = &step {

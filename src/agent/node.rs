@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::certs;
-use crate::store::atomic::{ensure_private_dir, remove_durably, with_path, write_atomic};
+use crate::durable::{ensure_private_dir, remove_durably, with_path, write_atomic};
 
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {

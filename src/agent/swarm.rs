@@ -11,9 +11,28 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
+use super::AgentError;
 use super::http::{Endpoint, Request};
 use crate::protocol::{AnnounceAnswer, AnnounceRequest, PROTOCOL};
 
+/// The `agent swarm` command as the command line gives it: files by path.
+#[derive(Debug, Clone)]
+pub struct SwarmCommand {
+    pub addr: String,
+    pub fleet_root: PathBuf,
+    pub nodes: usize,
+    pub concurrency: usize,
+    pub polls: usize,
+    /// Whitespace-separated tokens: node i announces with token i.
+    pub tokens: Option<PathBuf>,
+    pub approve_in: Option<PathBuf>,
+    pub only_get: Option<String>,
+    /// Where to write the report as JSON too.
+    pub json: Option<PathBuf>,
+    pub server_pid: Option<u32>,
+}
+
+/// A swarm's run, its files read.
 #[derive(Debug, Clone)]
 pub struct SwarmConfig {
     pub addr: String,
@@ -161,8 +180,9 @@ where
     (phase, samples)
 }
 
-pub async fn run(config: SwarmConfig) -> Result<Report, String> {
-    let endpoint = Endpoint::new(&config.addr, &config.fleet_root_pem, b"").map_err(|e| e.to_string())?;
+/// Runs a swarm: announcements, then polls; the figures of each phase.
+pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
+    let endpoint = Endpoint::new(&config.addr, &config.fleet_root_pem, b"")?;
     let total_polls = config.nodes * config.polls;
     if let Some(path) = config.only_get.clone() {
         let (poll, _) = drive(&endpoint, total_polls, config.concurrency, config.server_pid, move |_| {
@@ -175,7 +195,7 @@ pub async fn run(config: SwarmConfig) -> Result<Report, String> {
     let bodies: Vec<(Vec<u8>, String)> = (0..config.nodes)
         .map(|i| {
             let name = format!("swarm-{i}");
-            let ca = crate::certs::mint_node_ca(&name).map_err(|e| e.to_string())?;
+            let ca = crate::certs::mint_node_ca(&name)?;
             let secret = crate::pki::hex(&rand::random::<[u8; 32]>());
             let request = AnnounceRequest {
                 protocol: PROTOCOL,
@@ -187,7 +207,7 @@ pub async fn run(config: SwarmConfig) -> Result<Report, String> {
             };
             Ok((request.to_go_json(), secret))
         })
-        .collect::<Result<_, String>>()?;
+        .collect::<Result<_, AgentError>>()?;
     let bodies = Arc::new(bodies);
     let for_announce = bodies.clone();
     let (announce, samples) =
@@ -210,7 +230,8 @@ pub async fn run(config: SwarmConfig) -> Result<Report, String> {
             && !answer.admitted
             && let Some(id) = crate::store::NodeId::parse(&answer.id)
         {
-            std::fs::write(state.join("approved").join(id.as_str()), b"").map_err(|e| e.to_string())?;
+            let approval = state.join("approved").join(id.as_str());
+            std::fs::write(&approval, b"").map_err(AgentError::file(&approval))?;
         }
         enrolled.push((answer.id, bodies[i].1.clone()));
     }
@@ -229,12 +250,11 @@ pub async fn run(config: SwarmConfig) -> Result<Report, String> {
 }
 
 /// The `agent swarm` command.
-pub async fn run_cli(args: &crate::cli::SwarmArgs) -> Result<String, String> {
-    let fleet_root_pem =
-        std::fs::read(&args.fleet_root).map_err(|e| format!("{}: {e}", args.fleet_root.display()))?;
+pub async fn run_command(args: &SwarmCommand) -> Result<String, AgentError> {
+    let fleet_root_pem = std::fs::read(&args.fleet_root).map_err(AgentError::file(&args.fleet_root))?;
     let tokens = match &args.tokens {
         Some(path) => std::fs::read_to_string(path)
-            .map_err(|e| format!("{}: {e}", path.display()))?
+            .map_err(AgentError::file(path))?
             .split_whitespace()
             .map(str::to_string)
             .collect(),
@@ -254,7 +274,7 @@ pub async fn run_cli(args: &crate::cli::SwarmArgs) -> Result<String, String> {
     .await?;
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&report).expect("plain data serialises");
-        std::fs::write(path, json).map_err(|e| format!("{}: {e}", path.display()))?;
+        std::fs::write(path, json).map_err(AgentError::file(path))?;
     }
     Ok(report.text())
 }

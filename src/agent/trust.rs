@@ -6,9 +6,9 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 
 use super::node::{NodeDir, NodeError};
+use crate::durable::{ensure_private_dir, write_atomic};
 use crate::pki::{self, SignedBundle};
 use crate::protocol::Trust;
-use crate::store::atomic::{ensure_private_dir, write_atomic};
 
 /// What was applied: the root's common name and the bundle version.
 #[derive(Debug, Clone)]

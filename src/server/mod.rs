@@ -6,13 +6,13 @@
 //! graceful shutdown. What each route does is in [`routes`]; what each failure
 //! answers is in [`error`]; the state is in [`crate::store`].
 
+pub mod accept;
 pub mod error;
 pub mod limits;
 pub mod metrics;
 pub mod policy;
 pub mod reload;
 pub mod routes;
-pub mod tls;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -29,7 +29,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 
 use crate::pki::{Fleet, PkiError, ServedIdentity};
 use crate::protocol::Trust;
-use crate::store::Store;
+use crate::store::{Store, Unhealthy};
 
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
@@ -147,7 +147,7 @@ pub struct App {
     reconcile_every: Duration,
     /// The last state-directory check and when it was made: `/healthz` is
     /// the benchmark's ceiling, so it must not cost a file write per request.
-    health: std::sync::Mutex<Option<(std::time::Instant, Result<(), String>)>>,
+    health: std::sync::Mutex<Option<(std::time::Instant, Result<(), Unhealthy>)>>,
 }
 
 impl App {
@@ -157,7 +157,7 @@ impl App {
 
     /// Whether the state can be relied on ([`Store::check_health`]),
     /// checked at most once a second.
-    pub fn state_health(&self) -> Result<(), String> {
+    pub fn state_health(&self) -> Result<(), Unhealthy> {
         let mut last = self.health.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((at, result)) = last.as_ref()
             && at.elapsed() < Duration::from_secs(1)
@@ -217,7 +217,7 @@ impl App {
 /// A server that passed its startup checks and has not bound a socket yet.
 pub struct Prepared {
     app: Arc<App>,
-    cert: Arc<tls::CurrentCert>,
+    cert: Arc<crate::tls::CurrentCert>,
     config: ServeConfig,
 }
 
@@ -252,9 +252,9 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
     fit_open_files(&mut config);
     let fleet = Fleet::load(&config.fleet)
         .map_err(|source| StartupError::Fleet { dir: config.fleet.clone(), source })?;
-    let identity =
-        ServedIdentity::load(&config.cert, &config.key, &tls::provider()).map_err(StartupError::Cert)?;
-    if let Err(why) = identity.verify_for_fleet(&fleet.root_der, tls::provider()) {
+    let identity = ServedIdentity::load(&config.cert, &config.key, &crate::tls::provider())
+        .map_err(StartupError::Cert)?;
+    if let Err(why) = identity.verify_for_fleet(&fleet.root_der, crate::tls::provider()) {
         tracing::warn!(
             cert = %config.cert.display(),
             reason = %why,
@@ -284,7 +284,11 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
     };
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);
     app.metrics.cert_not_after.set(identity.not_after);
-    Ok(Prepared { app: Arc::new(app), cert: Arc::new(tls::CurrentCert::new(identity.certified)), config })
+    Ok(Prepared {
+        app: Arc::new(app),
+        cert: Arc::new(crate::tls::CurrentCert::new(identity.certified)),
+        config,
+    })
 }
 
 /// Binds `addr` with [`LISTEN_BACKLOG`].
@@ -326,10 +330,10 @@ impl Prepared {
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         let rustls = RustlsConfig::from_config(Arc::new(
-            tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
+            crate::tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
         ));
         let acceptor = RustlsAcceptor::new(rustls).handshake_timeout(self.config.handshake_timeout).acceptor(
-            tls::ConnectionCap::new(self.config.max_connections, self.config.max_connections_per_source),
+            accept::ConnectionCap::new(self.config.max_connections, self.config.max_connections_per_source),
         );
         let watched = reload::Watched {
             fleet: self.config.fleet.clone(),
@@ -376,7 +380,7 @@ impl Prepared {
             let metrics = Router::new().route("/metrics", get(routes::metrics)).with_state(self.app.clone());
             let failures = self.app.clone();
             let mut server = axum_server::from_tcp(plain)?
-                .acceptor(tls::ConnectionCap::new(METRICS_MAX_CONNECTIONS, 0))
+                .acceptor(accept::ConnectionCap::new(METRICS_MAX_CONNECTIONS, 0))
                 .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
                 .handle(metrics_handle.clone())
                 .http1_only()
@@ -421,14 +425,14 @@ impl Prepared {
 }
 
 /// Counts a connection that never carried a request, by why: our caps
-/// (typed, see [`tls::Refused`]), the process out of file descriptors at
+/// (typed, see [`accept::Refused`]), the process out of file descriptors at
 /// accept (`emfile`; the accept loop then waits 50 ms instead of spinning),
 /// or its TLS handshake. `accepted` is false for an error of the listener
 /// itself.
 fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
-    let reason = match tls::Refused::of(error) {
-        Some(tls::Refused::Cap) => "connection_cap",
-        Some(tls::Refused::SourceCap) => "source_cap",
+    let reason = match accept::Refused::of(error) {
+        Some(accept::Refused::Cap) => "connection_cap",
+        Some(accept::Refused::SourceCap) => "source_cap",
         None if !accepted && matches!(error.raw_os_error(), Some(23 | 24)) => "emfile",
         None if !accepted => "accept",
         None => "tls",

@@ -148,6 +148,19 @@ async fn decide_on(config: &PolicyConfig, store: &Arc<Store>, groups: &Arc<Mutex
     }
 }
 
+/// Why the admission command gave no exit code.
+#[derive(Debug, thiserror::Error)]
+enum CommandFailed {
+    #[error("{}: {source}", command.display())]
+    Spawn { command: std::path::PathBuf, source: std::io::Error },
+    #[error("cannot wait for it: {0}")]
+    Wait(std::io::Error),
+    #[error("timed out after {}s", .0.as_secs())]
+    TimedOut(std::time::Duration),
+    #[error("killed by a signal")]
+    Killed,
+}
+
 /// Runs the command on `input` in a process group of its own; its exit
 /// code, or why there is none. The whole group is killed once the command
 /// is done, whatever it left running.
@@ -155,7 +168,7 @@ async fn run(
     config: &PolicyConfig,
     groups: &Arc<Mutex<HashSet<i32>>>,
     input: &serde_json::Value,
-) -> Result<i32, String> {
+) -> Result<i32, CommandFailed> {
     let mut child = tokio::process::Command::new(&config.command)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
@@ -163,13 +176,13 @@ async fn run(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|e| format!("{}: {e}", config.command.display()))?;
+        .map_err(|source| CommandFailed::Spawn { command: config.command.clone(), source })?;
     let group = child.id().and_then(|pid| i32::try_from(pid).ok());
     if let Some(group) = group {
         groups.lock().unwrap_or_else(|e| e.into_inner()).insert(group);
     }
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let bytes = serde_json::to_vec(input).map_err(|e| e.to_string())?;
+    let mut stdin = child.stdin.take().expect("stdin was piped");
+    let bytes = serde_json::to_vec(input).expect("a JSON value serialises");
     let run = async {
         // A program that does not read its input must not block the decision.
         let _ = stdin.write_all(&bytes).await;
@@ -185,10 +198,10 @@ async fn run(
         Err(_) => {
             // Reaped before the slot is given back: never more alive than slots.
             let _ = child.wait().await;
-            Err(format!("timed out after {}s", config.timeout.as_secs()))
+            Err(CommandFailed::TimedOut(config.timeout))
         }
-        Ok(Err(e)) => Err(e.to_string()),
-        Ok(Ok(status)) => status.code().ok_or_else(|| "killed by a signal".to_string()),
+        Ok(Err(e)) => Err(CommandFailed::Wait(e)),
+        Ok(Ok(status)) => status.code().ok_or(CommandFailed::Killed),
     }
 }
 

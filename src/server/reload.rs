@@ -14,8 +14,9 @@ use std::time::Duration;
 
 use notify::Watcher;
 
-use super::{App, ServedTrust, tls::CurrentCert};
+use super::{App, ServedTrust};
 use crate::pki::{Fleet, ServedIdentity};
+use crate::tls::CurrentCert;
 
 /// What a reload looks at.
 #[derive(Debug, Clone)]
@@ -128,7 +129,7 @@ async fn reload_fleet(app: &Arc<App>, watched: &Watched) {
 async fn reload_cert(cert: &Arc<CurrentCert>, watched: &Watched) -> Option<i64> {
     let (crt, key) = (watched.cert.clone(), watched.key.clone());
     let loaded =
-        tokio::task::spawn_blocking(move || ServedIdentity::load(&crt, &key, &super::tls::provider())).await;
+        tokio::task::spawn_blocking(move || ServedIdentity::load(&crt, &key, &crate::tls::provider())).await;
     match loaded {
         Ok(Ok(identity)) => {
             tracing::info!(

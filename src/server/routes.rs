@@ -214,7 +214,7 @@ pub async fn healthz(State(app): State<Arc<App>>) -> Response {
         Ok(Ok(())) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response(),
         Ok(Err(reason)) => {
             tracing::warn!(cause = %reason, "health check failed");
-            let reason = serde_json::json!({"status": "unavailable", "reason": reason});
+            let reason = serde_json::json!({"status": "unavailable", "reason": reason.to_string()});
             (StatusCode::SERVICE_UNAVAILABLE, Json(reason)).into_response()
         }
         Err(e) => ApiError::Internal(e.to_string()).into_response(),

@@ -24,7 +24,8 @@ use serde_json::{Value, json};
 use super::audit::token_fingerprint;
 use super::ledger::{Holder, Mac};
 use super::tokens::Offer;
-use super::{NodeId, NodeRecord, Store, atomic};
+use super::{NodeId, NodeRecord, Store};
+use crate::durable;
 
 /// How far a recovery looks for a record's use among a token's uses.
 const MAX_USES_SCANNED: u32 = 100_000;
@@ -125,10 +126,10 @@ impl Store {
         // Every use is spent: the node waits for an admin, as without a token.
         self.tokens.spent(token);
         if !room {
-            atomic::remove_durably(&record_path)?;
+            durable::remove_durably(&record_path)?;
             return Ok(no_room);
         }
-        atomic::sync_dir(&self.dir.join("nodes")).map_err(|e| atomic::with_path(e, &self.dir))?;
+        durable::sync_dir(&self.dir.join("nodes")).map_err(|e| durable::with_path(e, &self.dir))?;
         self.audit.record("announced", announced(&record, true))?;
         Ok(Admission { id, outcome: Outcome::Pending })
     }
@@ -192,10 +193,10 @@ impl Store {
     /// undone is finished by [`Store::recover`] instead.
     fn undo(&self, id: &NodeId, mac: &Mac, n: u32) {
         let steps = [
-            atomic::remove_durably(&self.approval_path(id)),
-            atomic::remove_durably(&self.marker("delivered", id)),
+            durable::remove_durably(&self.approval_path(id)),
+            durable::remove_durably(&self.marker("delivered", id)),
             self.tokens.ledger.release(mac, n),
-            atomic::remove_durably(&self.record_path(id)),
+            durable::remove_durably(&self.record_path(id)),
         ];
         for step in steps {
             if let Err(e) = step {

@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
-use super::atomic::with_path;
+use crate::durable::with_path;
 
 /// The single trail earlier versions wrote: still read, never written.
 pub const LEGACY_AUDIT_FILE: &str = "audit.jsonl";
@@ -77,7 +77,7 @@ impl Audit {
         }
         let mut events = Vec::new();
         for source in sources {
-            let text = match super::atomic::read_fresh(&source) {
+            let text = match crate::durable::read_fresh(&source) {
                 Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(with_path(e, &source)),
@@ -109,10 +109,10 @@ impl Audit {
             serde_json::to_writer(&mut bytes, &Value::Object(line)).map_err(io::Error::other)?;
             bytes.push(b'\n');
         }
-        match super::atomic::append_durably(&self.path, &bytes, 0o600, false) {
+        match crate::durable::append_durably(&self.path, &bytes, 0o600, false) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                super::atomic::ensure_private_dir(&self.dir)?;
-                super::atomic::append_durably(&self.path, &bytes, 0o600, false)
+                crate::durable::ensure_private_dir(&self.dir)?;
+                crate::durable::append_durably(&self.path, &bytes, 0o600, false)
             }
             other => other,
         }

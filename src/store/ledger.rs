@@ -24,7 +24,7 @@ use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Sha256;
 
 use super::NodeId;
-use super::atomic::{
+use crate::durable::{
     create_exclusive, ensure_private_dir, libc_nofollow, present, remove_durably, retry_stale, sync_dir,
     with_path,
 };

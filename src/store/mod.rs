@@ -7,13 +7,12 @@
 //! Files are the source of truth: nothing is cached between requests, so an
 //! approval created by hand (`touch approved/<id>`) or by another process
 //! counts at the very next request. Every write goes through
-//! [`atomic`]'s helpers, none through a link it did not make. A state
+//! [`crate::durable`]'s helpers, none through a link it did not make. A state
 //! directory anyone may write to is refused; a subdirectory removed under a
 //! running server is made again at the next write. All methods block: call
 //! them off the async runtime.
 
 pub mod admission;
-pub mod atomic;
 pub mod audit;
 pub mod id;
 pub mod ledger;
@@ -26,6 +25,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
+
+use crate::durable;
 
 /// Removes those of `temps` older than [`STALE_TEMP_AGE`].
 fn remove_stale(temps: &[PathBuf]) {
@@ -70,12 +71,17 @@ fn refuse_world_writable(dir: &Path) -> io::Result<()> {
     }
 }
 
-pub use atomic::write_atomic;
 pub use audit::Audit;
+pub use durable::write_atomic;
 pub use id::NodeId;
 pub use tokens::Tokens;
 
 /// `nodes/<id>.json`: the reference's fields first, then what an admin needs.
+/// Why the state cannot be relied on now (`/healthz` says it with a 503).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unhealthy(pub String);
+
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NodeRecord {
     pub id: String,
@@ -181,7 +187,7 @@ impl Store {
         // leftovers go during the listing every maintenance pass makes.
         let small = SUBDIRS.iter().filter(|s| !matches!(**s, "nodes" | "approved" | "rejected"));
         for sub in std::iter::once(self.dir.clone()).chain(small.map(|s| self.dir.join(s))) {
-            let removed = atomic::remove_stale_temps(&sub, STALE_TEMP_AGE);
+            let removed = durable::remove_stale_temps(&sub, STALE_TEMP_AGE);
             if removed > 0 {
                 tracing::info!(dir = %sub.display(), removed, "removed temp files a crash left behind");
             }
@@ -200,7 +206,7 @@ impl Store {
     pub fn ensure_layout(&self) -> io::Result<()> {
         for sub in std::iter::once(self.dir.clone()).chain(SUBDIRS.iter().map(|s| self.dir.join(s))) {
             if !sub.is_dir() {
-                atomic::ensure_private_dir(&sub)?;
+                durable::ensure_private_dir(&sub)?;
                 tracing::warn!(dir = %sub.display(), "made a missing state directory again");
             }
         }
@@ -251,12 +257,12 @@ impl Store {
     /// The record, or `None` when there is none for `id`.
     pub fn read_record(&self, id: &NodeId) -> io::Result<Option<NodeRecord>> {
         let path = self.record_path(id);
-        match atomic::read_fresh(&path) {
+        match durable::read_fresh(&path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map(Some)
-                .map_err(|e| atomic::with_path(io::Error::new(io::ErrorKind::InvalidData, e), &path)),
+                .map_err(|e| durable::with_path(io::Error::new(io::ErrorKind::InvalidData, e), &path)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(atomic::with_path(e, &path)),
+            Err(e) => Err(durable::with_path(e, &path)),
         }
     }
 
@@ -272,15 +278,15 @@ impl Store {
     }
 
     pub fn is_approved(&self, id: &NodeId) -> bool {
-        atomic::present(&self.approval_path(id)).unwrap_or(false)
+        durable::present(&self.approval_path(id)).unwrap_or(false)
     }
 
     /// Who approved `id`, when it is approved.
     pub fn approval(&self, id: &NodeId) -> Option<Approval> {
         use std::os::unix::fs::MetadataExt;
         let path = self.approval_path(id);
-        let meta = atomic::retry_stale(|| fs::metadata(&path)).ok()?;
-        let note = atomic::read_fresh(&path).unwrap_or_default();
+        let meta = durable::retry_stale(|| fs::metadata(&path)).ok()?;
+        let note = durable::read_fresh(&path).unwrap_or_default();
         Some(
             serde_json::from_slice(&note).unwrap_or_else(|_| Approval {
                 by: "approval-file".into(),
@@ -292,12 +298,12 @@ impl Store {
     /// Whether `id` is rejected; when that cannot be told, it is (a
     /// rejected node must never get the trust through a stale handle).
     pub fn is_rejected(&self, id: &NodeId) -> bool {
-        atomic::present(&self.marker("rejected", id)).unwrap_or(true)
+        durable::present(&self.marker("rejected", id)).unwrap_or(true)
     }
 
     /// Who rejected `id`, when it is rejected.
     pub fn rejection(&self, id: &NodeId) -> Option<Approval> {
-        let note = atomic::read_fresh(&self.marker("rejected", id)).ok()?;
+        let note = durable::read_fresh(&self.marker("rejected", id)).ok()?;
         Some(
             serde_json::from_slice(&note)
                 .unwrap_or_else(|_| Approval { by: "rejection-file".into(), user: "".into() }),
@@ -323,7 +329,7 @@ impl Store {
             self.write_file(&self.dir.join("rejected-cas").join(ca_sha256), &why)?;
         }
         self.write_file(&self.marker("rejected", id), &note)?;
-        atomic::remove_durably(&self.approval_path(id))
+        durable::remove_durably(&self.approval_path(id))
     }
 
     /// Marks `id` rejected because its CA is (audited by the caller).
@@ -342,7 +348,7 @@ impl Store {
         if !is_sha256_hex(ca_sha256) {
             return Ok(());
         }
-        atomic::remove_durably(&self.dir.join("rejected-cas").join(ca_sha256))
+        durable::remove_durably(&self.dir.join("rejected-cas").join(ca_sha256))
     }
 
     /// Removes every file about `id`; when it was rejected, the rejection
@@ -353,16 +359,16 @@ impl Store {
         {
             self.lift_ca_rejection(&ca)?;
         }
-        atomic::remove_durably(&self.record_path(id))?;
+        durable::remove_durably(&self.record_path(id))?;
         for sub in ["approved", "rejected", "delivered"] {
-            atomic::remove_durably(&self.marker(sub, id))?;
+            durable::remove_durably(&self.marker(sub, id))?;
         }
         Ok(())
     }
 
     /// Whether the trust went out to `id` already.
     pub fn was_delivered(&self, id: &NodeId) -> bool {
-        atomic::present(&self.marker("delivered", id)).unwrap_or(false)
+        durable::present(&self.marker("delivered", id)).unwrap_or(false)
     }
 
     /// Marks the trust as gone out to `id`: true for the first marking
@@ -377,7 +383,7 @@ impl Store {
                 .write(true)
                 .create_new(true)
                 .mode(0o600)
-                .custom_flags(atomic::libc_nofollow())
+                .custom_flags(durable::libc_nofollow())
                 .open(&path)
         };
         match create() {
@@ -385,9 +391,9 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.ensure_layout()?;
-                create().map(|_| true).map_err(|e| atomic::with_path(e, &path))
+                create().map(|_| true).map_err(|e| durable::with_path(e, &path))
             }
-            Err(e) => Err(atomic::with_path(e, &path)),
+            Err(e) => Err(durable::with_path(e, &path)),
         }
     }
 
@@ -396,10 +402,10 @@ impl Store {
     fn write_unclaimed_record(&self, record: &NodeRecord) -> io::Result<()> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-        match atomic::rewrite_recoverably(&self.record_path(&id), &json, 0o600) {
+        match durable::rewrite_recoverably(&self.record_path(&id), &json, 0o600) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.ensure_layout()?;
-                atomic::rewrite_recoverably(&self.record_path(&id), &json, 0o600)
+                durable::rewrite_recoverably(&self.record_path(&id), &json, 0o600)
             }
             other => other,
         }
@@ -427,13 +433,13 @@ impl Store {
     ) -> io::Result<Vec<String>> {
         let dir = self.dir.join("nodes");
         let mut problems = Vec::new();
-        for entry in fs::read_dir(&dir).map_err(|e| atomic::with_path(e, &dir))? {
-            let entry = entry.map_err(|e| atomic::with_path(e, &dir))?;
+        for entry in fs::read_dir(&dir).map_err(|e| durable::with_path(e, &dir))? {
+            let entry = entry.map_err(|e| durable::with_path(e, &dir))?;
             let name = entry.file_name();
             let Some(id) = name.to_str().and_then(|n| n.strip_suffix(".json")).and_then(NodeId::parse) else {
                 continue;
             };
-            match atomic::read_fresh(&entry.path()) {
+            match durable::read_fresh(&entry.path()) {
                 Ok(bytes) => match serde_json::from_slice(&bytes) {
                     Ok(record) => each(id, record),
                     Err(e) => problems.push(format!("{}: {e}", entry.path().display())),
@@ -465,7 +471,7 @@ impl Store {
             self.each_name(sub, |name| {
                 if let Some(n) = id_number(name) {
                     settled.push(n);
-                } else if name.starts_with(atomic::TEMP_PREFIX) {
+                } else if name.starts_with(durable::TEMP_PREFIX) {
                     temps.push(self.dir.join(sub).join(name));
                 }
             })?;
@@ -480,7 +486,7 @@ impl Store {
                 && let Some(id) = name.strip_suffix(".json").and_then(NodeId::parse)
             {
                 ids.push(id);
-            } else if name.starts_with(atomic::TEMP_PREFIX) {
+            } else if name.starts_with(durable::TEMP_PREFIX) {
                 temps.push(self.dir.join("nodes").join(name));
             }
         })?;
@@ -495,10 +501,10 @@ impl Store {
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(atomic::with_path(e, &dir)),
+            Err(e) => return Err(durable::with_path(e, &dir)),
         };
         for entry in entries {
-            let entry = entry.map_err(|e| atomic::with_path(e, &dir))?;
+            let entry = entry.map_err(|e| durable::with_path(e, &dir))?;
             if let Some(name) = entry.file_name().to_str() {
                 each(name);
             }
@@ -565,7 +571,7 @@ impl Store {
         let mut pending = Vec::new();
         for id in self.unsettled_ids_cached(reconcile_every)? {
             let path = self.record_path(&id);
-            let Ok(bytes) = atomic::read_fresh(&path) else { continue }; // forgotten meanwhile
+            let Ok(bytes) = durable::read_fresh(&path) else { continue }; // forgotten meanwhile
             let Ok(s) = serde_json::from_slice::<Summary>(&bytes) else { continue };
             let at = s.announced_at.and_then(|t| time::OffsetDateTime::parse(&t, rfc3339).ok());
             let announced = at.map(|t| t.unix_timestamp()).or_else(|| {
@@ -583,12 +589,12 @@ impl Store {
     /// Whether the state can be relied on: a durable write (with `fsync`)
     /// in the state directory succeeds, and `tokens` and `tokens.meta.json`
     /// read and parse.
-    pub fn check_health(&self) -> Result<(), String> {
-        self.ensure_layout().map_err(|e| e.to_string())?;
-        let probe = (self.dir).join(format!("{}healthz-{}", atomic::TEMP_PREFIX, std::process::id()));
-        let written = atomic::create_exclusive(&probe, b"probe", 0o600);
+    pub fn check_health(&self) -> Result<(), Unhealthy> {
+        self.ensure_layout().map_err(|e| Unhealthy(e.to_string()))?;
+        let probe = (self.dir).join(format!("{}healthz-{}", durable::TEMP_PREFIX, std::process::id()));
+        let written = durable::create_exclusive(&probe, b"probe", 0o600);
         let _ = fs::remove_file(&probe);
-        written.map_err(|e| format!("state directory not writable: {e}"))?;
+        written.map_err(|e| Unhealthy(format!("state directory not writable: {e}")))?;
         self.tokens.health()
     }
 }

@@ -30,9 +30,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::atomic::{append_durably, libc_nofollow, with_path, write_atomic};
 use super::audit::{Audit, token_fingerprint};
 use super::ledger::{Ledger, Mac};
+use crate::durable::{append_durably, libc_nofollow, with_path, write_atomic};
 use crate::pki::sha256_hex;
 
 pub const TOKENS_FILE: &str = "tokens";
@@ -412,18 +412,18 @@ impl Tokens {
 
     /// Why the files cannot be relied on, if they cannot: `tokens` present
     /// but unreadable, or `tokens.meta.json` unparsable.
-    pub fn health(&self) -> Result<(), String> {
-        self.refresh().map_err(|e| e.to_string())?;
+    pub fn health(&self) -> Result<(), super::Unhealthy> {
+        self.refresh().map_err(|e| super::Unhealthy(e.to_string()))?;
         self.meta_snapshot();
         match &self.meta.lock().unwrap_or_else(|e| e.into_inner()).error {
-            Some(e) => Err(e.clone()),
+            Some(e) => Err(super::Unhealthy(e.clone())),
             None => Ok(()),
         }
     }
 
     /// Re-reads `tokens` when its identity changed.
     fn refresh(&self) -> io::Result<()> {
-        let file = match super::atomic::retry_stale(|| File::open(&self.path)) {
+        let file = match crate::durable::retry_stale(|| File::open(&self.path)) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 *self.listed() = Listed::default();
@@ -486,7 +486,7 @@ impl Tokens {
     }
 
     fn read_meta(&self) -> io::Result<BTreeMap<String, TokenMeta>> {
-        match super::atomic::read_fresh(&self.meta_path) {
+        match crate::durable::read_fresh(&self.meta_path) {
             Ok(bytes) => serde_json::from_slice(&bytes)
                 .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), &self.meta_path)),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
@@ -639,7 +639,7 @@ mod tests {
         tokens.add(&["short".into()], &TokenMeta { uses: Some(2), ..Default::default() }).unwrap();
         assert!(tokens.health().is_ok());
         fs::write(dir.path().join(META_FILE), b"{broken").unwrap();
-        assert!(tokens.health().unwrap_err().contains(META_FILE));
+        assert!(tokens.health().unwrap_err().0.contains(META_FILE));
         assert!(matches!(tokens.offer("short").unwrap(), Offer::Valid { uses: 2, .. }), "last good copy");
         fs::write(dir.path().join(TOKENS_FILE), b"short\nplain\n").unwrap();
         assert!(matches!(tokens.offer("plain").unwrap(), Offer::Valid { uses: 1, .. }));

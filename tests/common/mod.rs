@@ -289,7 +289,7 @@ pub fn records(state: &Path) -> Vec<serde_json::Value> {
         }
         // A fresh open, ESTALE retried (a network filesystem); a record
         // forgotten or replaced between the listing and the read is skipped.
-        let bytes = match janus_registration::store::atomic::read_fresh(&entry.path()) {
+        let bytes = match janus_registration::durable::read_fresh(&entry.path()) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => panic!("{name}: {e}"),
@@ -319,11 +319,11 @@ impl FakeEndpoint {
         let post = Arc::new(Mutex::new((500, "{}".to_string())));
         let get = Arc::new(Mutex::new((202, String::new())));
         let posts = Arc::new(Mutex::new(Vec::new()));
-        let provider = janus_registration::server::tls::provider();
+        let provider = janus_registration::tls::provider();
         let identity =
             janus_registration::pki::ServedIdentity::load(&fx.cert(), &fx.key(), &provider).unwrap();
-        let cert = Arc::new(janus_registration::server::tls::CurrentCert::new(identity.certified));
-        let tls = janus_registration::server::tls::server_config(cert).unwrap();
+        let cert = Arc::new(janus_registration::tls::CurrentCert::new(identity.certified));
+        let tls = janus_registration::tls::server_config(cert).unwrap();
         let shared: Shared = (post.clone(), get.clone(), posts.clone());
         let app = axum::Router::new()
             .fallback(|State(s): State<Shared>, method: Method, body: String| async move {
@@ -442,7 +442,7 @@ pub fn audit_trail(state: &Path) -> String {
     files.insert(0, state.join("audit.jsonl"));
     files
         .iter()
-        .filter_map(|f| janus_registration::store::atomic::read_fresh(f).ok())
+        .filter_map(|f| janus_registration::durable::read_fresh(f).ok())
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
         .collect()
 }

@@ -1,80 +1,21 @@
-//! The endpoint's TLS: one rustls configuration whose certificate can be
-//! swapped while serving, and an acceptor that caps open connections, in
-//! all and per source.
+//! Accepting connections: a cap on open connections, in all and per source,
+//! applied before any handshake work.
 //!
-//! Invariants: every handshake is offered a certificate whatever its SNI (a
-//! node in fleet mode asks for `controller.fleet.janus`; aborting on an
-//! unknown name would make it loop forever, janus-node-side.md §2.3); TLS 1.2
-//! and 1.3 only; no client certificate; HTTP/1.1 only.
+//! Invariants: a refused connection costs a closed socket and no more; every
+//! accepted stream holds its slots until it is dropped; refusals are typed
+//! ([`Refused`]) so the accept loop counts them without matching error text.
 
 use std::collections::HashMap;
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 use axum_server::accept::Accept;
-use rustls::ServerConfig;
-use rustls::crypto::CryptoProvider;
-use rustls::server::{ClientHello, ResolvesServerCert};
-use rustls::sign::CertifiedKey;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
-
-/// The crypto provider of every TLS session in this crate: aws-lc-rs, chosen
-/// by measurement over ring (README "Performance": less server CPU per
-/// handshake, and the X25519MLKEM768 key exchange Go 1.26 nodes offer),
-/// with AES-128-GCM-SHA256 preferred, as Go's client (janusd) prefers it on
-/// hardware with AES: it is also the cheaper handshake.
-pub fn provider() -> Arc<CryptoProvider> {
-    #[cfg(not(feature = "ring-provider"))]
-    let mut provider = rustls::crypto::aws_lc_rs::default_provider();
-    #[cfg(feature = "ring-provider")]
-    let mut provider = rustls::crypto::ring::default_provider();
-    provider.cipher_suites.sort_by_key(|suite| match suite.suite() {
-        rustls::CipherSuite::TLS13_AES_128_GCM_SHA256 => 0,
-        rustls::CipherSuite::TLS13_AES_256_GCM_SHA384 => 1,
-        rustls::CipherSuite::TLS13_CHACHA20_POLY1305_SHA256 => 2,
-        rustls::CipherSuite::TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256 => 3,
-        _ => 4,
-    });
-    Arc::new(provider)
-}
-
-/// Serves the current certificate to every client, whatever name it asks for.
-#[derive(Debug)]
-pub struct CurrentCert(RwLock<Arc<CertifiedKey>>);
-
-impl CurrentCert {
-    pub fn new(key: Arc<CertifiedKey>) -> Self {
-        CurrentCert(RwLock::new(key))
-    }
-
-    /// Takes effect at the next handshake; the caller has checked `key`.
-    pub fn replace(&self, key: Arc<CertifiedKey>) {
-        *self.0.write().unwrap_or_else(|e| e.into_inner()) = key;
-    }
-}
-
-impl ResolvesServerCert for CurrentCert {
-    fn resolve(&self, _hello: ClientHello<'_>) -> Option<Arc<CertifiedKey>> {
-        Some(self.0.read().unwrap_or_else(|e| e.into_inner()).clone())
-    }
-}
-
-pub fn server_config(cert: Arc<CurrentCert>) -> Result<ServerConfig, rustls::Error> {
-    let mut config = ServerConfig::builder_with_provider(provider())
-        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])?
-        .with_no_client_auth()
-        .with_cert_resolver(cert);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    // Nodes never resume a session (a new Go transport per request): tickets
-    // would cost a server-side encryption each and never be used.
-    config.send_tls13_tickets = 0;
-    Ok(config)
-}
 
 /// Why a connection was closed at accept, before any handshake work.
 #[derive(Debug, thiserror::Error)]
