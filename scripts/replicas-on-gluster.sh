@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Three replicas on a real network filesystem, on this one machine: a
 # one-brick GlusterFS volume with its default options, mounted twice through
-# FUSE (two "hosts"), then tests/replicas_gluster.rs (a token burst split
+# FUSE (two "hosts"), then tests/suite/replicas_gluster.rs (a token burst split
 # across the mounts, each token presented twice, one replica killed with
 # SIGKILL and restarted). Prints tokens consumed, token-admitted records,
 # double admissions, torn audit lines, 5xx answers and the rate. Tears
@@ -48,5 +48,5 @@ gluster --mode=script volume start "$volume" >/dev/null || skip "volume start re
 mount -t glusterfs "127.0.0.1:/$volume" "$root/m1" || skip "mount refused"
 mount -t glusterfs "127.0.0.1:/$volume" "$root/m2" || skip "second mount refused"
 echo "replicas-on-gluster: volume $volume (default options) mounted at $root/m1 and $root/m2"
-JANUS_GLUSTER_MOUNTS="$root/m1:$root/m2" cargo test --locked --test replicas_gluster -- --nocapture 2>&1 \
+JANUS_GLUSTER_MOUNTS="$root/m1:$root/m2" JANUS_GLUSTER_BRICK="$root/brick" cargo test --locked --test suite replicas_gluster:: -- --nocapture 2>&1 \
   | grep -E -A2 "^gluster:|^unfinished:|^test |test result|panicked|assert" || { echo "replicas-on-gluster: FAILED"; exit 1; }

@@ -43,10 +43,20 @@ pub enum AdminError {
     Usage(String),
     /// The serial-console log given to `--console` cannot be read.
     #[error("{}: {source}", path.display())]
-    Console { path: std::path::PathBuf, source: std::io::Error },
+    Console {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// `tokens revoke` found no single token for what it was given.
     #[error("cannot revoke {key:?}: {source}")]
-    Revoke { key: String, source: std::io::Error },
+    Revoke {
+        /// What the admin gave.
+        key: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
 }
 
 type Result<T> = std::result::Result<T, AdminError>;
@@ -57,34 +67,60 @@ pub enum NodesCommand {
     /// A table (or JSON lines) of nodes.
     List(ListFilter),
     /// One node's record in full.
-    Show { node: String, json: bool },
+    Show {
+        /// The node: its id, a unique id prefix, or its unique name.
+        node: String,
+        /// JSON instead of text.
+        json: bool,
+    },
     /// Admit one node, or every pending node of one CA.
     Approve(Approval),
     /// Refuse a node and its CA.
-    Reject { node: String },
+    Reject {
+        /// The node: its id, a unique id prefix, or its unique name.
+        node: String,
+    },
     /// Remove a node's record and markers.
-    Forget { node: String },
+    Forget {
+        /// The node: its id, a unique id prefix, or its unique name.
+        node: String,
+    },
     /// A node's audit events.
-    History { node: String, json: bool },
+    History {
+        /// The node: its id, a unique id prefix, or its unique name.
+        node: String,
+        /// JSON instead of text.
+        json: bool,
+    },
 }
 
 /// Which nodes `nodes list` shows: every one when no filter is set.
 #[derive(Debug, Clone, Default)]
 pub struct ListFilter {
+    /// Only nodes waiting for approval.
     pub pending: bool,
+    /// Only admitted nodes.
     pub admitted: bool,
+    /// Only rejected nodes.
     pub rejected: bool,
+    /// One JSON object per node and line instead of a table.
     pub json: bool,
 }
 
 /// `nodes approve`: the node (or `ca_sha256`), and the check made first.
 #[derive(Debug, Clone, Default)]
 pub struct Approval {
+    /// The node: its id, a unique id prefix, or its unique pending name.
     pub node: Option<String>,
+    /// Refuse unless the node's CA has this SHA-256.
     pub expect_ca_sha256: Option<String>,
+    /// Approve without any check of the node's CA.
     pub unchecked: bool,
+    /// A serial-console log whose last CA line must match the node's CA.
     pub console: Option<std::path::PathBuf>,
+    /// Approve every pending node with this CA SHA-256 instead of one node.
     pub ca_sha256: Option<String>,
+    /// Approve even when the node's CA was rejected.
     pub force: bool,
 }
 
@@ -94,30 +130,48 @@ pub enum TokensCommand {
     /// Make `count` tokens and print them, once.
     Add(NewTokens),
     /// The tokens, redacted.
-    List { json: bool },
+    List {
+        /// JSON instead of text.
+        json: bool,
+    },
     /// Remove the one token `key` names.
-    Revoke { key: String },
+    Revoke {
+        /// What the admin gave.
+        key: String,
+    },
 }
 
 /// What `tokens add` makes.
 #[derive(Debug, Clone)]
 pub struct NewTokens {
+    /// How many tokens.
     pub count: usize,
+    /// What they are for, shown by `tokens list`.
     pub description: Option<String>,
+    /// They stop admitting this long from now.
     pub expires_in: Option<std::time::Duration>,
+    /// Nodes each token admits (1 when absent).
     pub uses: Option<u32>,
 }
 
 /// One node as `nodes list --json` gives it: stable field names.
 #[derive(Debug, Serialize)]
 pub struct NodeView {
+    /// The node id.
     pub id: String,
+    /// The name the node announced.
     pub name: String,
+    /// The address the node announced.
     pub address: String,
+    /// The address its announcement came from.
     pub peer_address: Option<String>,
+    /// The SHA-256 of its CA certificate (DER), as its console prints it.
     pub ca_sha256: String,
+    /// Pending, admitted or rejected.
     pub state: NodeState,
+    /// When it announced (RFC 3339), if the record says.
     pub announced_at: Option<String>,
+    /// Who or what admitted it.
     pub admitted_by: Option<String>,
 }
 

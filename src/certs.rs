@@ -1,6 +1,8 @@
 //! `certs`: minting a development fleet, the endpoint's `controller.fleet.janus`
-//! certificate and node CAs with rcgen, in the profiles the openssl scripts of
-//! janus-node-side.md §6 make and a real node accepts.
+//! certificate and node CAs with rcgen, in the profiles a real node accepts:
+//! CA certificates with basic constraints CA:TRUE and keyCertSign, a leaf
+//! for the name `controller.fleet.janus` (plus any SANs asked for) signed by
+//! the fleet's issuing CA, and a bundle signed by the root.
 //!
 //! Invariants: private keys are written 0600; nothing that exists is silently
 //! overwritten; every key is ECDSA P-256 and every signature ECDSA-SHA256.
@@ -20,32 +22,52 @@ use time::{Duration, OffsetDateTime};
 use crate::durable::write_atomic;
 use crate::pki::{self, BundlePayload, FLEET_CONTROLLER_NAME, SignedBundle};
 
+/// Why minting or writing certificates failed.
 #[derive(Debug, thiserror::Error)]
 pub enum CertsError {
+    /// rcgen refused.
     #[error("{0}")]
     Mint(#[from] rcgen::Error),
+    /// A file could not be read or written.
     #[error("{0}")]
     Io(#[from] std::io::Error),
+    /// A certificate, key or bundle does not pass our checks.
     #[error("{0}")]
     Pki(#[from] pki::PkiError),
+    /// The file exists; nothing is overwritten.
     #[error("{} exists already; refusing to overwrite it", .0.display())]
     Exists(PathBuf),
+    /// Arguments or files that cannot be used.
     #[error("{0}")]
     Invalid(String),
 }
 
 /// A certificate and its private key, both PEM.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Minted {
+    /// The certificate (PEM; the chain for an endpoint).
     pub cert_pem: String,
+    /// Its private key (PEM).
     pub key_pem: String,
+}
+
+impl std::fmt::Debug for Minted {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Minted")
+            .field("cert_pem", &self.cert_pem)
+            .field("key_pem", &crate::protocol::redacted(&self.key_pem))
+            .finish()
+    }
 }
 
 /// A development fleet: root, issuing CA and the signed bundle.
 #[derive(Debug, Clone)]
 pub struct FleetMaterial {
+    /// The self-signed root.
     pub root: Minted,
+    /// The issuing CA, signed by the root.
     pub issuing: Minted,
+    /// `bundle.json`, signed by the root.
     pub bundle_json: Vec<u8>,
 }
 
@@ -204,6 +226,7 @@ pub fn write_pair(prefix: &Path, minted: &Minted, replace: bool) -> Result<(Path
     Ok((crt, key))
 }
 
+/// `prefix` with `.suffix` appended (`out` becomes `out.crt`).
 pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
     let mut s = prefix.as_os_str().to_owned();
     s.push(".");
@@ -215,17 +238,34 @@ pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
 #[derive(Debug, Clone)]
 pub enum CertsCommand {
     /// A development fleet in `out`; with `bundle_version`, only its bundle re-signed.
-    Fleet { out: PathBuf, name: String, bundle_version: Option<u64> },
+    Fleet {
+        /// Where to write the fleet.
+        out: PathBuf,
+        /// The fleet's name, in its certificates' common names.
+        name: String,
+        /// Re-sign only the bundle, at this (higher) version.
+        bundle_version: Option<u64>,
+    },
     /// The endpoint's certificate, `out.crt` and `out.key`, from `fleet`'s issuing CA.
     Controller {
+        /// The fleet directory (`issuing.crt`, `issuing.key`).
         fleet: PathBuf,
+        /// Writes `out.crt` and `out.key`.
         out: PathBuf,
+        /// Validity in days.
         days: i64,
+        /// Extra subject alternative names.
         sans: Vec<String>,
+        /// Renew only when the certificate expires within this.
         renew_within: Option<std::time::Duration>,
     },
     /// A node CA, `out.crt` and `out.key`.
-    NodeCa { name: String, out: PathBuf },
+    NodeCa {
+        /// The node's hostname.
+        name: String,
+        /// Writes `out.crt` and `out.key`.
+        out: PathBuf,
+    },
 }
 
 /// Runs a `certs` subcommand; the returned text is what it did, for stdout.
@@ -294,10 +334,12 @@ fn resign_bundle(dir: &Path, version: u64) -> Result<String, CertsError> {
     Ok(format!("re-signed {} at version {version}", bundle_path.display()))
 }
 
+/// A file's text; the error names the file.
 pub fn read_text(path: &Path) -> Result<String, CertsError> {
     std::fs::read_to_string(path).map_err(|e| CertsError::Io(crate::durable::with_path(e, path)))
 }
 
+/// A certificate and key pair from two PEM files.
 pub fn read_minted(cert: &Path, key: &Path) -> Result<Minted, CertsError> {
     Ok(Minted { cert_pem: read_text(cert)?, key_pem: read_text(key)? })
 }
@@ -309,6 +351,13 @@ fn fingerprint(cert_pem: &str) -> Result<String, CertsError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_shows_a_key() {
+        let minted = mint_node_ca("edge-1").unwrap();
+        let shown = format!("{minted:?}");
+        assert!(!shown.contains("PRIVATE KEY") && shown.contains("<redacted>"), "{shown}");
+    }
 
     #[test]
     fn minted_fleet_passes_our_own_checks() {

@@ -6,6 +6,7 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+/// Now, RFC 3339, UTC, whole seconds.
 pub fn now_rfc3339() -> String {
     format(OffsetDateTime::now_utc())
 }
@@ -23,6 +24,7 @@ pub fn rfc3339_millis(text: &str) -> Option<i128> {
     OffsetDateTime::parse(text, &Rfc3339).ok().map(|t| t.unix_timestamp_nanos() / 1_000_000)
 }
 
+/// A Unix time as RFC 3339, UTC.
 pub fn unix_to_rfc3339(secs: i64) -> String {
     OffsetDateTime::from_unix_timestamp(secs).map(format).unwrap_or_else(|_| secs.to_string())
 }

@@ -17,13 +17,18 @@ use crate::server::ServeConfig;
 
 /// The example state, as `state-example/` holds it.
 pub const EXAMPLE_TOKENS: &str = include_str!("../state-example/tokens");
+/// The example node's id (`state-example/`).
 pub const EXAMPLE_NODE_ID: &str = "8f14e45fceea167a5a36dedd4bea2543";
+/// The example node's record, as the reference writes one.
 pub const EXAMPLE_NODE: &str = include_str!("../state-example/nodes/8f14e45fceea167a5a36dedd4bea2543.json");
 /// The example node's poll secret (its record keeps only the hash).
 pub const EXAMPLE_POLL_SECRET: &str = "example-poll-secret-do-not-use-in-production-0001";
 
+/// A demo ready to serve.
 pub struct Demo {
+    /// The server's configuration.
     pub config: ServeConfig,
+    /// What to print once it listens: the commands to try.
     pub instructions: String,
     /// Held while the demo runs: a second demo from the same directory
     /// refuses before it touches the running one's state.

@@ -13,10 +13,22 @@ use crate::agent::http::{Endpoint, HttpError, Request};
 pub enum HealthError {
     /// It answered with another status than 200; `body` says why.
     #[error("{addr} is unhealthy ({status}): {body}")]
-    Unhealthy { addr: String, status: u16, body: String },
+    Unhealthy {
+        /// The endpoint asked.
+        addr: String,
+        /// The status it answered.
+        status: u16,
+        /// The body it answered with.
+        body: String,
+    },
     /// No answer at all.
     #[error("{addr} does not answer: {source}")]
-    Unreachable { addr: String, source: HttpError },
+    Unreachable {
+        /// The endpoint asked.
+        addr: String,
+        /// The underlying error.
+        source: HttpError,
+    },
 }
 
 /// Calls `https://ADDR/healthz`; `Ok` carries the server's JSON answer.

@@ -18,6 +18,8 @@
 //! - [`healthcheck`]: `healthcheck`, the container's probe of `/healthz`.
 //! - [`shutdown`]: SIGINT/SIGTERM as one future.
 
+#![warn(missing_docs)]
+
 pub mod admin;
 pub mod agent;
 pub mod certs;

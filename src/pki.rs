@@ -3,9 +3,12 @@
 //!
 //! It owns: parsing PEM (through `rustls-pki-types`' `PemObject`), telling a CA
 //! certificate, the SHA-256 fingerprint in the node's console format, loading
-//! and verifying a fleet (`root.crt` + `bundle.json`, janus-node-side.md
-//! §4.2/§6.2), and loading the endpoint's certificate and key. Nothing here
-//! does network I/O; file reads are whole-file and small.
+//! and verifying a fleet (`root.crt`, a self-signed CA; `bundle.json`,
+//! `{payload, signature}` in standard base64, the payload signed by the
+//! root's ECDSA key with SHA-256, naming a version and issuing CAs the root
+//! signed: what a node checks before it trusts a fleet), and loading the
+//! endpoint's certificate and key. Nothing here does network I/O; file reads
+//! are whole-file and small.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -24,27 +27,60 @@ use x509_parser::prelude::{FromDer, X509Certificate};
 /// The name a node asks for when it checks the endpoint through its fleet's root.
 pub const FLEET_CONTROLLER_NAME: &str = "controller.fleet.janus";
 
+/// Why a certificate, key or bundle is refused.
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
+    /// The file cannot be read.
     #[error("cannot read {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// No `CERTIFICATE` block.
     #[error("{what} holds no PEM certificate")]
-    NoCertificate { what: String },
+    NoCertificate {
+        /// What was read (a file, a field, a certificate).
+        what: String,
+    },
+    /// Not DER x509-parser reads.
     #[error("{what} is not a certificate x509 can parse: {reason}")]
-    Unparsable { what: String, reason: String },
+    Unparsable {
+        /// What was read (a file, a field, a certificate).
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// Not a CA certificate.
     #[error("{what} is not a CA certificate (basicConstraints CA:TRUE)")]
-    NotCa { what: String },
+    NotCa {
+        /// What was read (a file, a field, a certificate).
+        what: String,
+    },
+    /// Not self-signed.
     #[error("{what} is not self-signed")]
-    NotSelfSigned { what: String },
+    NotSelfSigned {
+        /// What was read (a file, a field, a certificate).
+        what: String,
+    },
+    /// The bundle does not verify; the text says how.
     #[error("{0}")]
     Bundle(String),
+    /// The key is unusable or does not match.
     #[error("{0}")]
     Key(String),
     /// The endpoint's chain would not pass a node's fleet-mode check.
     #[error("{0}")]
     NotForFleet(String),
+    /// Past its validity.
     #[error("{what} expired at {not_after}")]
-    Expired { what: String, not_after: String },
+    Expired {
+        /// What was read (a file, a field, a certificate).
+        what: String,
+        /// When it expired.
+        not_after: String,
+    },
 }
 
 /// Lowercase hex SHA-256: the console's `pki: this node's CA: SHA-256 <hex>` format.
@@ -52,6 +88,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
 }
 
+/// Lowercase hex.
 pub fn hex(bytes: &[u8]) -> String {
     use std::fmt::Write;
     bytes.iter().fold(String::with_capacity(bytes.len() * 2), |mut s, b| {
@@ -68,12 +105,14 @@ pub fn first_certificate(pem: &[u8], what: &str) -> Result<CertificateDer<'stati
         .ok_or_else(|| PkiError::NoCertificate { what: what.into() })
 }
 
+/// Every `CERTIFICATE` block in `pem`, in order (none is not an error).
 pub fn all_certificates(pem: &[u8], what: &str) -> Result<Vec<CertificateDer<'static>>, PkiError> {
     CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
         .map_err(|e| PkiError::Unparsable { what: what.into(), reason: e.to_string() })
 }
 
+/// Parses one DER certificate; `what` names it in errors.
 pub fn parse<'a>(der: &'a [u8], what: &str) -> Result<X509Certificate<'a>, PkiError> {
     match X509Certificate::from_der(der) {
         Ok((_, cert)) => Ok(cert),
@@ -88,6 +127,7 @@ fn is_ca(cert: &X509Certificate<'_>) -> bool {
 /// A node's CA certificate as announced: parsed, a CA, fingerprinted.
 #[derive(Debug, Clone)]
 pub struct NodeCa {
+    /// The SHA-256 of its DER, lowercase hex, as the node's console prints it.
     pub sha256: String,
 }
 
@@ -125,16 +165,21 @@ impl NodeCa {
 /// out of the way: the node ignores them too).
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct BundlePayload {
+    /// The bundle version; 0 is refused.
     pub version: u64,
+    /// When it was issued (RFC 3339).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub issued: Option<String>,
+    /// The issuing CAs (PEM), each signed by the root.
     pub issuing_cas: Vec<String>,
 }
 
 /// The signed bundle file: `{payload, signature}`, both standard base64.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct SignedBundle {
+    /// The payload JSON, standard base64.
     pub payload: String,
+    /// The root's ECDSA-SHA256 signature of the payload, DER, standard base64.
     pub signature: String,
 }
 
@@ -195,14 +240,18 @@ pub fn check_self_signed_ca(der: &[u8], what: &str) -> Result<(), PkiError> {
 pub struct Fleet {
     /// The text of `root.crt`, byte for byte.
     pub root_pem: String,
+    /// The root certificate, DER.
     pub root_der: CertificateDer<'static>,
     /// The bytes of `bundle.json`, byte for byte.
     pub bundle: Vec<u8>,
+    /// The bundle's version.
     pub bundle_version: u64,
+    /// The root's SHA-256, lowercase hex.
     pub root_sha256: String,
 }
 
 impl Fleet {
+    /// Loads and checks `dir/root.crt` and `dir/bundle.json`.
     pub fn load(dir: &Path) -> Result<Self, PkiError> {
         let root_path = dir.join("root.crt");
         let bundle_path = dir.join("bundle.json");
@@ -232,12 +281,14 @@ impl Fleet {
 /// The endpoint's own certificate chain and key, checked.
 #[derive(Debug, Clone)]
 pub struct ServedIdentity {
+    /// The chain and signing key, as rustls serves them.
     pub certified: Arc<CertifiedKey>,
     /// Unix seconds.
     pub not_after: i64,
 }
 
 impl ServedIdentity {
+    /// Loads and checks a chain and its key: the key matches, the leaf is valid now.
     pub fn load(cert_path: &Path, key_path: &Path, provider: &CryptoProvider) -> Result<Self, PkiError> {
         let cert_what = cert_path.display().to_string();
         let chain = all_certificates(&read(cert_path)?, &cert_what)?;

@@ -4,8 +4,8 @@
 //! Invariants: what the agent sends is byte-for-byte what janusd sends
 //! (field order, compact JSON, Go's HTML escaping, token omitted when empty);
 //! what the server accepts is validated here, field by field, and no error
-//! message ever names `service_cert_pem` (janus-node-side.md §5: that word
-//! makes a node post its admin key).
+//! message ever names `service_cert_pem` (a node that reads that word in a
+//! 400 falls back to protocol 1 and posts its admin key).
 
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
@@ -16,23 +16,51 @@ use crate::pki::NodeCa;
 pub const PROTOCOL: u64 = 2;
 /// Larger answers are cut by the node; larger requests are refused by the server.
 pub const MAX_BODY: usize = 64 * 1024;
+/// The longest name accepted (a DNS name's limit).
 pub const MAX_NAME: usize = 253;
+/// The shortest poll secret accepted, in characters.
 pub const MIN_SECRET: usize = 32;
+/// The longest poll secret accepted.
 pub const MAX_SECRET: usize = 512;
+/// The longest registration token accepted.
 pub const MAX_TOKEN: usize = 512;
 /// The port janusd's API listens on, which it announces.
 pub const NODE_API_PORT: u16 = 9505;
 
+/// What `Debug` prints for a secret: never the secret, only whether there is one.
+pub fn redacted(secret: &str) -> &'static str {
+    if secret.is_empty() { "<none>" } else { "<redacted>" }
+}
+
 /// The announcement exactly as janusd serialises it (`announceRequest`).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Clone, Serialize)]
 pub struct AnnounceRequest {
+    /// Always 2.
     pub protocol: u64,
+    /// The node's hostname.
     pub name: String,
+    /// Its node API's `host:port`.
     pub address: String,
+    /// Its CA certificate, PEM.
     pub ca_cert_pem: String,
+    /// The registration token; not sent when empty.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub registration_token: String,
+    /// A fresh random secret, hex, the node's proof at its polls.
     pub poll_secret: String,
+}
+
+impl std::fmt::Debug for AnnounceRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AnnounceRequest")
+            .field("protocol", &self.protocol)
+            .field("name", &self.name)
+            .field("address", &self.address)
+            .field("ca_cert_pem", &self.ca_cert_pem)
+            .field("registration_token", &redacted(&self.registration_token))
+            .field("poll_secret", &redacted(&self.poll_secret))
+            .finish()
+    }
 }
 
 impl AnnounceRequest {
@@ -44,6 +72,7 @@ impl AnnounceRequest {
     }
 }
 
+/// `json` with `<`, `>`, `&`, U+2028 and U+2029 escaped as Go's `encoding/json` escapes them.
 pub fn go_escape(json: &str) -> String {
     let mut out = String::with_capacity(json.len());
     for c in json.chars() {
@@ -62,22 +91,29 @@ pub fn go_escape(json: &str) -> String {
 /// The fleet's trust: the root's PEM text and the bundle file's bytes, base64.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Trust {
+    /// The fleet root, PEM.
     pub root_cert: String,
+    /// The signed bundle file's bytes, standard base64.
     pub bundle: String,
 }
 
 /// The 201 answer to an announcement.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct AnnounceAnswer {
+    /// The node's id, for its polls.
     pub id: String,
+    /// Whether the node is admitted now.
     #[serde(default)]
     pub admitted: bool,
+    /// The fleet's trust, when admitted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trust: Option<Trust>,
 }
 
+/// The body of every error answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct ErrorBody {
+    /// What was wrong, in one sentence.
     pub error: String,
 }
 
@@ -90,15 +126,32 @@ pub struct Refusal(pub String);
 pub const PROTOCOL_2_ONLY: &str = "protocol 2 only";
 
 /// A validated announcement.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Announcement {
+    /// The node's hostname.
     pub name: String,
+    /// Its node API's `host:port`.
     pub address: String,
+    /// Its CA certificate, PEM, exactly one block.
     pub ca_cert_pem: String,
+    /// Its CA's SHA-256, lowercase hex.
     pub ca_sha256: String,
     /// Empty when the node was given none.
     pub registration_token: String,
+    /// The poll secret; only its hash is stored.
     pub poll_secret: String,
+}
+
+impl std::fmt::Debug for Announcement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Announcement")
+            .field("name", &self.name)
+            .field("address", &self.address)
+            .field("ca_sha256", &self.ca_sha256)
+            .field("registration_token", &redacted(&self.registration_token))
+            .field("poll_secret", &redacted(&self.poll_secret))
+            .finish_non_exhaustive()
+    }
 }
 
 impl Announcement {
@@ -188,6 +241,30 @@ pub fn check_address(address: &str) -> Result<(), Refusal> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_shows_a_secret() {
+        let req = AnnounceRequest {
+            protocol: 2,
+            name: "edge-2".into(),
+            address: "10.0.2.15:9505".into(),
+            ca_cert_pem: String::new(),
+            registration_token: "s3cr3t-token".into(),
+            poll_secret: "s3cr3t-poll".into(),
+        };
+        let shown = format!("{req:?}");
+        assert!(!shown.contains("s3cr3t") && shown.contains("<redacted>"), "{shown}");
+        let announcement = Announcement {
+            name: req.name.clone(),
+            address: req.address.clone(),
+            ca_cert_pem: String::new(),
+            ca_sha256: String::new(),
+            registration_token: String::new(),
+            poll_secret: req.poll_secret.clone(),
+        };
+        let shown = format!("{announcement:?}");
+        assert!(!shown.contains("s3cr3t") && shown.contains("<none>"), "{shown}");
+    }
 
     #[test]
     fn announce_request_is_go_json() {

@@ -2,7 +2,7 @@
 //! TLS connection for every request, HTTP/1.1 without ALPN, Go's default
 //! headers, 10 s for the whole exchange, at most 64 KiB of an answer read.
 //!
-//! TLS follows janus-node-side.md §2: with a fleet root, the endpoint is
+//! TLS as the node does it: with a fleet root, the endpoint is
 //! checked through it for the name `controller.fleet.janus`; only when that
 //! fails on certificate verification is the same request sent again, checked
 //! against `ca.crt` for the host of the address.
@@ -20,6 +20,7 @@ use tokio_rustls::TlsConnector;
 use crate::pki::FLEET_CONTROLLER_NAME;
 use crate::protocol::MAX_BODY;
 
+/// How long one exchange may take, connection to last byte (Go's client timeout in janusd).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 const MAX_HEAD: usize = 16 * 1024;
 /// Go's transport has no fixed header count; 100 is far more than any endpoint sends.
@@ -28,20 +29,46 @@ const MAX_HEADERS: usize = 100;
 /// How the endpoint's certificate was checked.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Via {
+    /// Through the fleet root, for the name `controller.fleet.janus`.
     Fleet,
+    /// Through `ca.crt`, for the host of the address.
     Certificate,
 }
 
+/// Why an exchange with the endpoint failed.
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
+    /// No connection, or it broke.
     #[error("{url}: {source}")]
-    Connect { url: String, source: std::io::Error },
+    Connect {
+        /// The URL asked.
+        url: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The TLS handshake failed.
     #[error("{url}: tls: {source}")]
-    Tls { url: String, source: std::io::Error },
+    Tls {
+        /// The URL asked.
+        url: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// The exchange took longer than [`REQUEST_TIMEOUT`].
     #[error("{url}: the exchange took longer than {}s", REQUEST_TIMEOUT.as_secs())]
-    Timeout { url: String },
+    Timeout {
+        /// The URL asked.
+        url: String,
+    },
+    /// The endpoint answered something that is not HTTP/1.1 as Go reads it.
     #[error("{url}: {reason}")]
-    Protocol { url: String, reason: String },
+    Protocol {
+        /// The URL asked.
+        url: String,
+        /// Why.
+        reason: String,
+    },
+    /// The client cannot be set up (a CA file it cannot use).
     #[error("{0}")]
     Config(String),
 }
@@ -63,8 +90,11 @@ impl HttpError {
 /// An answer: its status, its headers and at most 64 KiB of its body.
 #[derive(Debug, Clone, Default)]
 pub struct Answer {
+    /// The status code.
     pub status: u16,
+    /// The headers, in order, names as sent.
     pub headers: Vec<(String, String)>,
+    /// The body, decoded, at most 64 KiB.
     pub body: Vec<u8>,
 }
 
@@ -83,9 +113,13 @@ impl Answer {
 /// A request: method, path, extra headers, body.
 #[derive(Debug, Clone, Default)]
 pub struct Request<'a> {
+    /// `GET` or `POST`.
     pub method: &'a str,
+    /// The path, e.g. `/register`.
     pub path: &'a str,
+    /// Headers beyond Go's defaults.
     pub headers: Vec<(&'a str, String)>,
+    /// The body, for a `POST`.
     pub body: Option<&'a [u8]>,
 }
 
@@ -124,11 +158,13 @@ impl Endpoint {
         }
     }
 
+    /// The same endpoint with another time limit per exchange.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = timeout;
         self
     }
 
+    /// The same endpoint, connecting from `source`.
     pub fn with_source(mut self, source: std::net::IpAddr) -> Self {
         self.source = Some(source);
         self

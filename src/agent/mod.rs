@@ -1,5 +1,5 @@
-//! The node side of first contact, played as janusd plays it
-//! (janus-node-side.md §1-§4): the wire client in [`http`], the node's files
+//! The node side of first contact, played as janusd plays it (announce over
+//! protocol 2, poll while pending, check and apply the trust): the wire client in [`http`], the node's files
 //! in [`node`], applying the trust in [`trust`], and here the state machine
 //! of `selfRegisterIfConfigured`: announce, wait, poll, apply, with the
 //! node's timings and its console lines, word for word.
@@ -23,12 +23,18 @@ use node::{Enrollment, NodeDir, NodeError, Provisioning};
 use crate::clock::go_duration;
 use crate::protocol::{AnnounceAnswer, AnnounceRequest, NODE_API_PORT, PROTOCOL, Trust};
 
-/// janusd's timings (janus-node-side.md §3.3); flags shorten them for tests.
+/// janusd's timings: a poll every 15 s while pending, a new announcement an
+/// hour after a 404, and errors retried after 5 s doubling to 2 min; flags
+/// shorten them for tests.
 #[derive(Debug, Clone, Copy)]
 pub struct Timings {
+    /// While pending, the wait between polls.
     pub poll_every: Duration,
+    /// After a 404, how long after the enrollment began to announce again.
     pub reannounce_after: Duration,
+    /// The first wait after an error.
     pub backoff_base: Duration,
+    /// The longest wait after errors.
     pub backoff_cap: Duration,
 }
 
@@ -54,12 +60,15 @@ impl Timings {
 /// Where the node's console lines go.
 #[derive(Clone, Default)]
 pub enum Console {
+    /// Printed with a timestamp, as janusd's console.
     #[default]
     Stdout,
+    /// Kept in memory, for tests.
     Capture(Arc<Mutex<Vec<String>>>),
 }
 
 impl Console {
+    /// Prints (or keeps) one console line.
     pub fn say(&self, line: &str) {
         match self {
             Console::Stdout => println!("{} {line}", crate::clock::now_rfc3339()),
@@ -82,7 +91,12 @@ pub enum AgentError {
     Certs(#[from] crate::certs::CertsError),
     /// A file the command was given.
     #[error("{}: {source}", path.display())]
-    File { path: PathBuf, source: std::io::Error },
+    File {
+        /// The file.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
     /// Nothing to register with.
     #[error("{} has no address file: nothing to register with (provision it with --user-data)", .0.display())]
     NotProvisioned(PathBuf),
@@ -100,30 +114,40 @@ impl AgentError {
 /// The `agent` command as the command line gives it.
 #[derive(Debug, Clone)]
 pub struct AgentCommand {
+    /// The node's directory.
     pub dir: PathBuf,
     /// A NoCloud user-data JSON that provisions `dir` first.
     pub user_data: Option<PathBuf>,
+    /// The node CA (`PREFIX.crt`, `PREFIX.key`); minted under `pki/` when absent.
     pub node_ca: Option<PathBuf>,
     /// The hostname to announce (default: user-data's, else this machine's).
     pub name: Option<String>,
+    /// The address to announce; found as janusd finds it when absent.
     pub advertise: Option<String>,
     /// One step, then an exit code.
     pub once: bool,
+    /// The node's timings.
     pub timings: Timings,
+    /// End with an error when the endpoint asks for protocol 1.
     pub fail_on_fallback: bool,
 }
 
 /// How an agent runs: the node's directory, what it announces, its timings.
 #[derive(Clone)]
 pub struct AgentConfig {
+    /// The node's directory.
     pub dir: PathBuf,
+    /// The node CA (`PREFIX.crt`, `PREFIX.key`); minted under `pki/` when absent.
     pub node_ca: Option<PathBuf>,
+    /// The hostname to announce.
     pub hostname: String,
     /// The announced address; found as the node finds it when `None`.
     pub advertise: Option<String>,
+    /// The node's timings.
     pub timings: Timings,
     /// A 409 or a 400 naming `service_cert_pem` ends the agent with an error.
     pub fail_on_fallback: bool,
+    /// Where console lines go.
     pub console: Console,
 }
 
@@ -132,6 +156,7 @@ pub struct AgentConfig {
 pub enum Step {
     /// Nothing to do: no `address`, or the `registered` mark.
     Idle,
+    /// Admitted, the trust applied.
     Admitted,
     /// Announced and waiting, or polled and still waiting (202).
     Pending,
@@ -143,6 +168,7 @@ pub enum Step {
     ProtocolViolation(String),
 }
 
+/// One node: its directory, its CA, and how it runs.
 pub struct Agent {
     config: AgentConfig,
     node: NodeDir,
@@ -151,6 +177,7 @@ pub struct Agent {
 }
 
 impl Agent {
+    /// Opens the node's directory and its CA (minted when absent), and prints the CA's console line.
     pub fn new(config: AgentConfig) -> Result<Self, NodeError> {
         let node = NodeDir::open(&config.dir)?;
         let ca_pem = node.node_ca(config.node_ca.as_deref(), &config.hostname)?;
@@ -159,6 +186,7 @@ impl Agent {
         Ok(Agent { config, node, ca_pem, ca_sha256: ca.sha256 })
     }
 
+    /// The node's directory.
     pub fn node(&self) -> &NodeDir {
         &self.node
     }
@@ -411,8 +439,11 @@ pub fn system_hostname() -> String {
 
 /// `--once` exit codes.
 pub const EXIT_ADMITTED: u8 = 0;
+/// `--once`: an error; retried by the loop.
 pub const EXIT_FAILED: u8 = 1;
+/// `--once`: announced, or polled, and waiting for approval.
 pub const EXIT_PENDING: u8 = 2;
+/// `--once`: the endpoint asked for protocol 1 (a key).
 pub const EXIT_PROTOCOL_VIOLATION: u8 = 3;
 
 /// The `agent` command: provision from user-data if given, then one step

@@ -1,4 +1,4 @@
-//! The node's own files, as janusd keeps them (janus-node-side.md §1.2):
+//! The node's own files, as janusd keeps them in its controller directory:
 //! `address`, `ca.crt`, `fleet-root.crt`, `token`, `enrollment.json`,
 //! `registered`, the node CA under `pki/`, and the applied trust under `fleet/`.
 //!
@@ -14,51 +14,82 @@ use serde::{Deserialize, Serialize};
 
 use crate::certs;
 use crate::durable::{ensure_private_dir, remove_durably, with_path, write_atomic};
+use crate::protocol::redacted;
 
+/// What went wrong with the node's own files.
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
+    /// A file could not be read or written.
     #[error("{0}")]
     Io(#[from] io::Error),
+    /// The user-data is not what a node accepts.
     #[error("user-data: {0}")]
     UserData(String),
+    /// The node CA could not be minted.
     #[error("{0}")]
     Certs(#[from] certs::CertsError),
+    /// A file holds something the node refuses.
     #[error("{0}")]
     Invalid(String),
 }
 
 /// The saved enrollment: `{"id","secret"}`, kept while waiting for approval.
-#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
 pub struct Enrollment {
+    /// The id the endpoint gave.
     pub id: String,
+    /// The poll secret sent with the announcement.
     pub secret: String,
+}
+
+impl std::fmt::Debug for Enrollment {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Enrollment").field("id", &self.id).field("secret", &redacted(&self.secret)).finish()
+    }
 }
 
 /// The node's directory (janusd's `/etc/janus/controller`, plus `pki/` and `fleet/`).
 #[derive(Debug, Clone)]
 pub struct NodeDir {
+    /// The directory.
     pub dir: PathBuf,
 }
 
 /// What a node is provisioned with.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Provisioning {
+    /// The endpoint's `host:port`.
     pub address: String,
+    /// `ca.crt`: the endpoint's CA in certificate mode (PEM, may be empty).
     pub controller_ca: Vec<u8>,
+    /// `fleet-root.crt`: the fleet root in fleet mode (PEM, may be empty).
     pub fleet_root: Vec<u8>,
+    /// The registration token (empty when none, or once spent).
     pub token: String,
 }
 
+impl std::fmt::Debug for Provisioning {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Provisioning")
+            .field("address", &self.address)
+            .field("token", &redacted(&self.token))
+            .finish_non_exhaustive()
+    }
+}
+
 impl NodeDir {
+    /// Opens (and makes) the node's directory.
     pub fn open(dir: &Path) -> Result<Self, NodeError> {
         ensure_private_dir(dir)?;
         Ok(NodeDir { dir: dir.to_path_buf() })
     }
 
+    /// A file in the directory.
     pub fn path(&self, name: &str) -> PathBuf {
         self.dir.join(name)
     }
 
+    /// Whether the node finished registering (the `registered` mark).
     pub fn is_registered(&self) -> bool {
         self.path("registered").exists()
     }
@@ -78,6 +109,7 @@ impl NodeDir {
         Ok(Some(Provisioning { address, controller_ca, fleet_root, token }))
     }
 
+    /// The saved enrollment, if any.
     pub fn enrollment(&self) -> Result<Option<Enrollment>, NodeError> {
         let path = self.path("enrollment.json");
         match read_optional(&path)? {
@@ -88,15 +120,18 @@ impl NodeDir {
         }
     }
 
+    /// Saves the enrollment, 0600.
     pub fn save_enrollment(&self, enrollment: &Enrollment) -> Result<(), NodeError> {
         let json = serde_json::to_vec(enrollment).expect("strings serialise");
         Ok(write_atomic(&self.path("enrollment.json"), &json, 0o600)?)
     }
 
+    /// Drops the enrollment (admitted, or forgotten by the endpoint).
     pub fn remove_enrollment(&self) -> Result<(), NodeError> {
         Ok(remove_durably(&self.path("enrollment.json"))?)
     }
 
+    /// Drops the token: it was spent, or an enrollment holds it.
     pub fn remove_token(&self) -> Result<(), NodeError> {
         Ok(remove_durably(&self.path("token"))?)
     }
@@ -146,13 +181,28 @@ impl NodeDir {
 }
 
 /// The NoCloud user-data keys the node reads for registration.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct UserData {
+    /// `controller.address`.
     pub controller_address: Option<String>,
+    /// `controller.ca_cert`.
     pub controller_ca_cert: Option<String>,
+    /// `controller.fleet_root_cert`.
     pub controller_fleet_root_cert: Option<String>,
+    /// `controller.registration_token`.
     pub registration_token: Option<String>,
+    /// `network.hostname`.
     pub hostname: Option<String>,
+}
+
+impl std::fmt::Debug for UserData {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("UserData")
+            .field("controller_address", &self.controller_address)
+            .field("registration_token", &self.registration_token.as_deref().map(redacted))
+            .field("hostname", &self.hostname)
+            .finish_non_exhaustive()
+    }
 }
 
 impl UserData {
@@ -223,6 +273,21 @@ fn read_optional(path: &Path) -> Result<Option<Vec<u8>>, NodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn debug_never_shows_a_secret() {
+        let enrollment = Enrollment { id: "id-1".into(), secret: "s3cr3t-enrollment".into() };
+        let provisioning = Provisioning {
+            address: "10.0.2.2:8443".into(),
+            controller_ca: vec![],
+            fleet_root: vec![],
+            token: "s3cr3t-token".into(),
+        };
+        let user_data = UserData { registration_token: Some("s3cr3t-token".into()), ..Default::default() };
+        for shown in [format!("{enrollment:?}"), format!("{provisioning:?}"), format!("{user_data:?}")] {
+            assert!(!shown.contains("s3cr3t") && shown.contains("<redacted>"), "{shown}");
+        }
+    }
 
     #[test]
     fn user_data_is_validated_as_the_node_does() {

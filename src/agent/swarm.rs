@@ -18,44 +18,79 @@ use crate::protocol::{AnnounceAnswer, AnnounceRequest, PROTOCOL};
 /// The `agent swarm` command as the command line gives it: files by path.
 #[derive(Debug, Clone)]
 pub struct SwarmCommand {
+    /// The endpoint, `host:port`.
     pub addr: String,
+    /// The fleet root the nodes check the endpoint with.
     pub fleet_root: PathBuf,
+    /// How many simulated nodes.
     pub nodes: usize,
+    /// Requests in flight at once.
     pub concurrency: usize,
+    /// Polls each node makes after announcing.
     pub polls: usize,
     /// Whitespace-separated tokens: node i announces with token i.
     pub tokens: Option<PathBuf>,
+    /// Approve every pending node in this state directory before polling.
     pub approve_in: Option<PathBuf>,
+    /// Only `GET` this path instead of announcing.
     pub only_get: Option<String>,
     /// Where to write the report as JSON too.
     pub json: Option<PathBuf>,
+    /// The server's pid, to report its CPU time.
     pub server_pid: Option<u32>,
 }
 
 /// A swarm's run, its files read.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct SwarmConfig {
+    /// The endpoint, `host:port`.
     pub addr: String,
+    /// The fleet root (PEM).
     pub fleet_root_pem: Vec<u8>,
+    /// How many simulated nodes.
     pub nodes: usize,
+    /// Requests in flight at once.
     pub concurrency: usize,
+    /// Polls each node makes after announcing.
     pub polls: usize,
+    /// Node i announces with token i, when there is one.
     pub tokens: Vec<String>,
+    /// Approve every pending node in this state directory before polling.
     pub approve_in: Option<PathBuf>,
+    /// Only `GET` this path instead of announcing.
     pub only_get: Option<String>,
     /// The server's pid, to report the CPU time it spent on each phase.
     pub server_pid: Option<u32>,
 }
 
+impl std::fmt::Debug for SwarmConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SwarmConfig")
+            .field("addr", &self.addr)
+            .field("nodes", &self.nodes)
+            .field("concurrency", &self.concurrency)
+            .field("polls", &self.polls)
+            .field("tokens", &format_args!("<{} redacted>", self.tokens.len()))
+            .finish_non_exhaustive()
+    }
+}
+
 /// One phase's figures.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Phase {
+    /// Requests made.
     pub requests: usize,
+    /// Wall time of the phase.
     pub seconds: f64,
+    /// Requests per second.
     pub per_second: f64,
+    /// Median latency.
     pub p50_ms: f64,
+    /// 90th percentile latency.
     pub p90_ms: f64,
+    /// 99th percentile latency.
     pub p99_ms: f64,
+    /// Slowest request.
     pub max_ms: f64,
     /// Answers by status, and transport errors as "error".
     pub outcomes: BTreeMap<String, usize>,
@@ -63,14 +98,19 @@ pub struct Phase {
     pub server_cpu_seconds: Option<f64>,
 }
 
+/// A swarm's figures, by phase.
 #[derive(Debug, Clone, Serialize, Default)]
 pub struct Report {
+    /// The announcements.
     pub announce: Option<Phase>,
+    /// The polls (or the `GET`s of `only_get`).
     pub poll: Option<Phase>,
+    /// Announcements answered `admitted`.
     pub admitted_in_answer: usize,
 }
 
 impl Report {
+    /// The report as lines of text.
     pub fn text(&self) -> String {
         let mut out = String::new();
         for (name, phase) in [("announce", &self.announce), ("poll", &self.poll)] {

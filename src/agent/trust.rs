@@ -1,5 +1,6 @@
-//! Applying the fleet's trust as janusd does (`CheckTrust`, then `Fleet.Set`,
-//! janus-node-side.md §4.2): all checks first, then durable writes, so a
+//! Applying the fleet's trust as janusd does (`CheckTrust`, then `Fleet.Set`:
+//! the root must be a self-signed CA, the bundle must verify under it at a
+//! version no lower than the one held): all checks first, then durable writes, so a
 //! refused trust leaves nothing behind and is retried whole.
 
 use base64::Engine;
@@ -13,7 +14,9 @@ use crate::protocol::Trust;
 /// What was applied: the root's common name and the bundle version.
 #[derive(Debug, Clone)]
 pub struct Applied {
+    /// The fleet root's common name.
     pub root_cn: String,
+    /// The bundle version now held.
     pub version: u64,
 }
 

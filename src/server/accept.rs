@@ -20,8 +20,10 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// Why a connection was closed at accept, before any handshake work.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
+    /// Every connection slot is taken.
     #[error("connection cap reached")]
     Cap,
+    /// This source holds all the slots it may.
     #[error("per-source connection cap reached")]
     SourceCap,
 }
@@ -45,6 +47,7 @@ pub struct ConnectionCap {
 }
 
 impl ConnectionCap {
+    /// At most `max` connections, `per_source` of them from one source (0: no such cap).
     pub fn new(max: usize, per_source: usize) -> Self {
         ConnectionCap { all: Arc::new(Semaphore::new(max)), per_source, sources: Arc::default() }
     }

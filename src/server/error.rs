@@ -10,6 +10,7 @@ use axum::response::{IntoResponse, Response};
 
 use crate::protocol::{ErrorBody, Refusal};
 
+/// Every error answer: one place maps each to its status and JSON body.
 #[derive(Debug, thiserror::Error)]
 pub enum ApiError {
     /// Bad input; the message names the field.
@@ -19,8 +20,10 @@ pub enum ApiError {
     /// the node cannot tell them apart, and must not.
     #[error("not found")]
     NotFound,
+    /// The body is larger than the protocol allows (413).
     #[error("the request body is larger than 64 KiB")]
     TooLarge,
+    /// The body did not arrive in time (408).
     #[error("the request body did not arrive in time")]
     Timeout,
     /// This source announced too often; the node retries by itself.
@@ -29,6 +32,7 @@ pub enum ApiError {
     /// Too many pending announcements: a token still admits.
     #[error("{0}")]
     Unavailable(String),
+    /// Our fault (500); the text is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
 }
@@ -46,6 +50,7 @@ impl From<std::io::Error> for ApiError {
 }
 
 impl ApiError {
+    /// The HTTP status of this error.
     pub fn status(&self) -> StatusCode {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,

@@ -1,5 +1,5 @@
-//! What keeps the endpoint up under abuse (JANUS-2026-004, janus-node-side.md
-//! §8.6, without its mistakes): a token bucket per source address for
+//! What keeps the endpoint up under abuse (a flood of announcements from one
+//! address, or of tokenless ones filling the disk): a token bucket per source address for
 //! announcements (429 with `Retry-After`), and a cap on pending records
 //! (503 for tokenless announcements; a token still admits).
 //!
@@ -15,6 +15,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+/// The limits `serve` enforces.
 #[derive(Debug, Clone, Copy)]
 pub struct LimitsConfig {
     /// Announcements a source may make at once.
@@ -73,12 +74,14 @@ struct Generations {
     previous: HashMap<IpAddr, Bucket>,
 }
 
+/// Token buckets per source, in two bounded generations.
 pub struct RateLimiter {
     config: LimitsConfig,
     buckets: Mutex<Generations>,
 }
 
 impl RateLimiter {
+    /// A limiter with nothing tracked yet.
     pub fn new(config: LimitsConfig) -> Self {
         RateLimiter { config, buckets: Mutex::new(Generations::default()) }
     }
@@ -125,12 +128,15 @@ impl RateLimiter {
 pub struct PendingCount(AtomicUsize);
 
 impl PendingCount {
+    /// The last count.
     pub fn get(&self) -> usize {
         self.0.load(Ordering::Relaxed)
     }
+    /// Replaces the count (a maintenance pass counted again).
     pub fn set(&self, n: usize) {
         self.0.store(n, Ordering::Relaxed)
     }
+    /// One more pending record.
     pub fn bump(&self) {
         self.0.fetch_add(1, Ordering::Relaxed);
     }

@@ -11,34 +11,51 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
+/// Labels of the request counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RequestLabels {
+    /// `announce`, `poll`, `healthz`, `other`.
     pub route: &'static str,
+    /// The answer's status.
     pub status: u16,
 }
 
+/// Labels of the latency histogram.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteLabels {
+    /// `announce`, `poll`, `healthz`, `other`.
     pub route: &'static str,
 }
 
+/// Labels of the outcome counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
+    /// What came of it.
     pub outcome: &'static str,
 }
 
 type LatencyFamily = Family<RouteLabels, Histogram, fn() -> Histogram>;
 
+/// Every metric `serve` exports.
 pub struct Metrics {
     registry: Registry,
+    /// Requests by route and status.
     pub requests: Family<RequestLabels, Counter>,
+    /// Request latency by route.
     pub latency: LatencyFamily,
+    /// Announcements by outcome.
     pub announcements: Family<OutcomeLabels, Counter>,
+    /// Polls by outcome.
     pub polls: Family<OutcomeLabels, Counter>,
+    /// Connections closed before a request, by reason.
     pub connection_failures: Family<OutcomeLabels, Counter>,
+    /// Pending records, as last counted.
     pub pending: Gauge,
+    /// Nodes left pending because the admission queue was full.
     pub admission_queue_full: Counter,
+    /// When the served certificate expires (Unix time).
     pub cert_not_after: Gauge,
+    /// The served bundle's version.
     pub bundle_version: Gauge,
 }
 
@@ -99,6 +116,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts one `outcome` in `family`.
     pub fn outcome(family: &Family<OutcomeLabels, Counter>, outcome: &'static str) {
         family.get_or_create(&OutcomeLabels { outcome }).inc();
     }

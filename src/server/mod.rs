@@ -31,8 +31,11 @@ use crate::pki::{Fleet, PkiError, ServedIdentity};
 use crate::protocol::Trust;
 use crate::store::{Store, Unhealthy};
 
+/// Where `serve` listens by default.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
+/// Connections open at once, by default.
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
+/// Connections one source may hold open, by default.
 pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 64;
 /// How old an unfinished token admission must be before maintenance
 /// finishes it: far longer than any admission takes.
@@ -48,19 +51,29 @@ const OWN_FILES: usize = 64 + METRICS_MAX_CONNECTIONS;
 pub const LISTEN_BACKLOG: i32 = 4096;
 /// A client must finish its TLS handshake, then its request head, within these.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to send a request's head.
 pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// Bounds request heads: enough for any header a node or a browser sends.
 const MAX_HEAD_BYTES: usize = 32 * 1024;
 
+/// Everything `serve` needs, from the command line or a test.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
+    /// The fleet directory: `root.crt`, `bundle.json`.
     pub fleet: PathBuf,
+    /// The endpoint's certificate chain (PEM).
     pub cert: PathBuf,
+    /// Its private key (PEM).
     pub key: PathBuf,
+    /// The state directory.
     pub state: PathBuf,
+    /// Connections open at once; more are closed at accept.
     pub max_connections: usize,
+    /// How long in-flight requests get after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Rate and pending limits.
     pub limits: limits::LimitsConfig,
+    /// The admission command, if any.
     pub admission: Option<policy::PolicyConfig>,
     /// How often the fleet and certificate files are looked at, besides watch events.
     pub reload_every: Duration,
@@ -108,26 +121,40 @@ impl ServeConfig {
     }
 }
 
+/// Why `serve` does not start.
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
+    /// The fleet cannot be served.
     #[error("the fleet in {dir} is not usable: {source}")]
-    Fleet { dir: PathBuf, source: PkiError },
+    Fleet {
+        /// The fleet directory.
+        dir: PathBuf,
+        /// The underlying error.
+        source: PkiError,
+    },
+    /// The endpoint's certificate or key cannot be served.
     #[error("the endpoint's certificate is not usable: {0}")]
     Cert(PkiError),
+    /// The state directory cannot be used.
     #[error("the state directory is not usable: {0}")]
     State(std::io::Error),
+    /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Tls(#[from] rustls::Error),
 }
 
 /// The fleet's trust, with the 200 answer already serialised.
 pub struct ServedTrust {
+    /// The fleet, checked.
     pub fleet: Fleet,
+    /// What an admitted node is handed.
     pub trust: Trust,
+    /// The same, as the JSON a poll answers with.
     pub trust_json: Bytes,
 }
 
 impl ServedTrust {
+    /// The trust served for `fleet`.
     pub fn new(fleet: Fleet) -> Self {
         let trust = Trust { root_cert: fleet.root_pem.clone(), bundle: BASE64.encode(&fleet.bundle) };
         let trust_json = Bytes::from(serde_json::to_vec(&trust).expect("strings serialise"));
@@ -137,12 +164,18 @@ impl ServedTrust {
 
 /// What every request shares.
 pub struct App {
+    /// The state directory.
     pub store: Arc<Store>,
     trust: RwLock<Arc<ServedTrust>>,
+    /// The limits in force.
     pub limits: limits::LimitsConfig,
+    /// Announcements per source.
     pub limiter: limits::RateLimiter,
+    /// Pending records, as last counted.
     pub pending: limits::PendingCount,
+    /// The admission command, if any.
     pub policy: Option<policy::Policy>,
+    /// What `/metrics` exports.
     pub metrics: metrics::Metrics,
     reconcile_every: Duration,
     /// The last state-directory check and when it was made: `/healthz` is
@@ -151,6 +184,7 @@ pub struct App {
 }
 
 impl App {
+    /// The trust served now.
     pub fn trust(&self) -> Arc<ServedTrust> {
         self.trust.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -169,6 +203,7 @@ impl App {
         result
     }
 
+    /// Serves `trust` from the next request on.
     pub fn replace_trust(&self, trust: ServedTrust) {
         self.metrics.bundle_version.set(trust.fleet.bundle_version as i64);
         *self.trust.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(trust);
@@ -305,6 +340,7 @@ pub fn bind(addr: &str) -> std::io::Result<std::net::TcpListener> {
     Ok(socket.into())
 }
 
+/// The routes: `POST /register`, `GET /register/{id}`, `GET /healthz`; 404 for the rest.
 pub fn router(app: Arc<App>) -> Router {
     Router::new()
         .route("/register", post(routes::announce))
@@ -316,6 +352,7 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 impl Prepared {
+    /// The application state, for tests.
     pub fn app(&self) -> Arc<App> {
         self.app.clone()
     }

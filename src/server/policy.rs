@@ -25,17 +25,23 @@ use tokio::sync::mpsc;
 
 use crate::store::{NodeId, Store};
 
+/// Announcements waiting for the admission command, at most, by default.
 pub const DEFAULT_QUEUE: usize = 256;
 
+/// The admission command and its bounds.
 #[derive(Debug, Clone)]
 pub struct PolicyConfig {
+    /// The program.
     pub command: PathBuf,
+    /// How long one run may take.
     pub timeout: Duration,
+    /// Runs at once.
     pub concurrency: usize,
     /// Announcements waiting for the command, at most.
     pub queue: usize,
 }
 
+/// Runs the admission command on announcements that did not admit, bounded.
 pub struct Policy {
     config: PolicyConfig,
     store: Arc<Store>,
@@ -49,6 +55,7 @@ pub struct Policy {
 }
 
 impl Policy {
+    /// Starts the workers.
     pub fn new(config: PolicyConfig, store: Arc<Store>) -> Self {
         let (queue, waiting) = mpsc::channel(config.queue.max(1));
         Policy {

@@ -21,8 +21,11 @@ use crate::tls::CurrentCert;
 /// What a reload looks at.
 #[derive(Debug, Clone)]
 pub struct Watched {
+    /// The fleet directory.
     pub fleet: PathBuf,
+    /// The endpoint's certificate chain.
     pub cert: PathBuf,
+    /// Its key.
     pub key: PathBuf,
 }
 

@@ -26,6 +26,7 @@ use crate::store::{NodeId, NodeRecord};
 /// How long a client may take to send its body once its headers arrived.
 const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// `POST /register`: validates, stores, admits when a token allows, answers 201.
 pub async fn announce(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
@@ -125,6 +126,7 @@ fn admit_or_hold(
     Ok(Some(AnnounceAnswer { id: admission.id.to_string(), admitted, trust: None }))
 }
 
+/// `GET /register/{id}`: with the poll secret, the node's state (and trust once admitted).
 pub async fn poll(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
@@ -228,6 +230,7 @@ pub async fn metrics(State(app): State<Arc<App>>) -> Response {
     ([(header::CONTENT_TYPE, content_type)], app.metrics.encode()).into_response()
 }
 
+/// Every other path: 404 with a JSON error.
 pub async fn not_found() -> ApiError {
     ApiError::NotFound
 }

@@ -33,6 +33,7 @@ const MAX_USES_SCANNED: u32 = 100_000;
 /// What became of an announcement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Outcome {
+    /// Admitted: by a token, or as the same CA that spent it.
     Admitted,
     /// Stored; it waits for an admin (or the admission command).
     Pending,
@@ -46,11 +47,14 @@ pub enum Outcome {
 /// The outcome, and the id the node is told.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admission {
+    /// The id the node is told.
     pub id: NodeId,
+    /// What became of it.
     pub outcome: Outcome,
 }
 
 impl Admission {
+    /// Whether the node is admitted.
     pub fn admitted(&self) -> bool {
         self.outcome == Outcome::Admitted
     }

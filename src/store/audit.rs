@@ -24,8 +24,10 @@ use crate::durable::with_path;
 
 /// The single trail earlier versions wrote: still read, never written.
 pub const LEGACY_AUDIT_FILE: &str = "audit.jsonl";
+/// The audit trail's directory: one file per writer.
 pub const AUDIT_DIR: &str = "audit";
 
+/// The audit trail: this process's file to append to, every file to read.
 #[derive(Debug, Clone)]
 pub struct Audit {
     dir: PathBuf,

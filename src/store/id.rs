@@ -4,10 +4,12 @@
 
 use std::fmt;
 
+/// A node id: 32 lowercase hex characters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct NodeId(String);
 
 impl NodeId {
+    /// A new random id (128 bits from the OS CSPRNG).
     pub fn generate() -> Self {
         let bytes: [u8; 16] = rand::random();
         NodeId(crate::pki::hex(&bytes))
@@ -19,6 +21,7 @@ impl NodeId {
         valid.then(|| NodeId(s.to_string()))
     }
 
+    /// The id as text.
     pub fn as_str(&self) -> &str {
         &self.0
     }

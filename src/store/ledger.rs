@@ -29,7 +29,9 @@ use crate::durable::{
     with_path,
 };
 
+/// The ledger's directory: one marker per use of a token.
 pub const LEDGER_DIR: &str = "token-uses";
+/// The HMAC key that names a token's markers without the token.
 pub const KEY_FILE: &str = "token-uses.key";
 /// What a marker filled by `tokens revoke` holds instead of a node id.
 const REVOKED: &str = "revoked";
@@ -39,9 +41,11 @@ const REVOKED: &str = "revoked";
 pub struct Mac(String);
 
 impl Mac {
+    /// The MAC as hex.
     pub fn as_str(&self) -> &str {
         &self.0
     }
+    /// A MAC read back from a record's `token_claim`.
     pub fn parse(s: &str) -> Option<Mac> {
         (s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Mac(s.to_string()))
     }
@@ -50,10 +54,13 @@ impl Mac {
 /// Who holds a use: a node, or a revocation.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Holder {
+    /// This node holds it.
     Node(NodeId),
+    /// The token was revoked: the use is nobody's.
     Revoked,
 }
 
+/// The token ledger: who spent which use of which token.
 pub struct Ledger {
     dir: PathBuf,
     key_path: PathBuf,
@@ -64,10 +71,12 @@ pub struct Ledger {
 }
 
 impl Ledger {
+    /// The ledger of the state directory `state_dir`.
     pub fn new(state_dir: &Path) -> Self {
         Ledger { dir: state_dir.join(LEDGER_DIR), key_path: state_dir.join(KEY_FILE), key: Mutex::new(None) }
     }
 
+    /// The ledger's directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

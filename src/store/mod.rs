@@ -82,12 +82,18 @@ pub use tokens::Tokens;
 #[error("{0}")]
 pub struct Unhealthy(pub String);
 
+/// A node's record, `nodes/<id>.json`, as the reference writes it, with our additions.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NodeRecord {
+    /// The node id.
     pub id: String,
+    /// The name it announced.
     pub name: String,
+    /// The address it announced.
     pub address: String,
+    /// Its CA certificate, PEM.
     pub ca_cert_pem: String,
+    /// Whether it was admitted when the record was written (the approval file decides).
     pub admitted: bool,
     /// Hex SHA-256 of the poll secret: whoever reads the state can't poll as the node.
     pub poll_secret_sha256: String,
@@ -115,9 +121,11 @@ pub struct NodeRecord {
 
 /// A pending record as the periodic scan sees it.
 pub struct Pending {
+    /// The node.
     pub id: NodeId,
     /// `announced_at` as Unix seconds.
     pub announced: Option<i64>,
+    /// The token use this record claims (while a token admission is under way).
     pub token_claim: Option<String>,
     /// False for a record that says admitted but has no approval yet (a
     /// token admission a crash cut short, which recovery finishes).
@@ -127,9 +135,12 @@ pub struct Pending {
 /// The last listing of unsettled ids: when, the directories' times then, the ids.
 type UnsettledListing = (std::time::Instant, Vec<Option<std::time::SystemTime>>, Vec<NodeId>);
 
+/// The state directory: every read and write of it.
 pub struct Store {
     dir: PathBuf,
+    /// `tokens` and the ledger.
     pub tokens: Tokens,
+    /// The audit trail.
     pub audit: Audit,
     unsettled: std::sync::Mutex<Option<UnsettledListing>>,
 }
@@ -138,8 +149,11 @@ pub struct Store {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeState {
+    /// Waiting for an admin.
     Pending,
+    /// Admitted: its approval exists.
     Admitted,
+    /// Rejected: its polls get 404.
     Rejected,
 }
 
@@ -147,7 +161,9 @@ pub enum NodeState {
 /// write into `approved/<id>`; an empty file (`touch`) is its owner's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
+    /// What made it: `token`, `command`, `policy`, or `file` for a hand-made one.
     pub by: String,
+    /// Who: the admin user, or the owner of a hand-made file.
     pub user: String,
 }
 
@@ -236,18 +252,22 @@ impl Store {
         Self::open(dir)
     }
 
+    /// The state directory.
     pub fn dir(&self) -> &Path {
         &self.dir
     }
 
+    /// `nodes/<id>.json`.
     pub fn record_path(&self, id: &NodeId) -> PathBuf {
         self.dir.join("nodes").join(format!("{id}.json"))
     }
 
+    /// `approved/<id>`.
     pub fn approval_path(&self, id: &NodeId) -> PathBuf {
         self.dir.join("approved").join(id.as_str())
     }
 
+    /// Writes a record durably (temp file, fsync, rename, directory fsync).
     pub fn write_record(&self, record: &NodeRecord) -> io::Result<()> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
@@ -277,6 +297,7 @@ impl Store {
         self.write_file(&self.approval_path(id), &note)
     }
 
+    /// Whether `approved/<id>` exists.
     pub fn is_approved(&self, id: &NodeId) -> bool {
         durable::present(&self.approval_path(id)).unwrap_or(false)
     }
@@ -339,6 +360,7 @@ impl Store {
         self.write_file(&self.marker("rejected", id), &note)
     }
 
+    /// Whether an admin rejected this CA.
     pub fn is_ca_rejected(&self, ca_sha256: &str) -> bool {
         is_sha256_hex(ca_sha256) && self.dir.join("rejected-cas").join(ca_sha256).exists()
     }
@@ -411,6 +433,7 @@ impl Store {
         }
     }
 
+    /// The record's state, from the approval and rejection files.
     pub fn state_of(&self, record: &NodeRecord) -> NodeState {
         self.state_of_parts(&record.id, record.admitted)
     }

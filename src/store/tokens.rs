@@ -35,8 +35,11 @@ use super::ledger::{Ledger, Mac};
 use crate::durable::{append_durably, libc_nofollow, with_path, write_atomic};
 use crate::pki::sha256_hex;
 
+/// The admin's token list, one per line.
 pub const TOKENS_FILE: &str = "tokens";
+/// Our per-token metadata: expiry, uses, description.
 pub const META_FILE: &str = "tokens.meta.json";
+/// The lock every writer of `tokens` takes.
 pub const LOCK_FILE: &str = "tokens.lock";
 /// Tokens shorter than this are flagged by `tokens list`: guessable.
 pub const WEAK_BELOW: usize = 16;
@@ -52,8 +55,10 @@ pub struct TokenMeta {
     /// still to come, which an empty ledger makes the same thing.)
     #[serde(default, alias = "uses_left", skip_serializing_if = "Option::is_none")]
     pub uses: Option<u32>,
+    /// When it was added (RFC 3339).
     #[serde(default)]
     pub added_at: String,
+    /// Who added it.
     #[serde(default)]
     pub added_by: String,
     /// What the admin said the tokens are for (`tokens add --description`).
@@ -65,6 +70,7 @@ impl TokenMeta {
     fn expired(&self, now: i64) -> bool {
         self.expires_at.is_some_and(|t| t <= now)
     }
+    /// How many nodes the token admits in all.
     pub fn total_uses(&self) -> u32 {
         self.uses.unwrap_or(1).max(1)
     }
@@ -73,12 +79,17 @@ impl TokenMeta {
 /// A token as `tokens list` shows it: redacted.
 #[derive(Debug, Clone, Serialize)]
 pub struct TokenInfo {
+    /// The token, redacted.
     pub shown: String,
+    /// The first characters of its SHA-256, to revoke it by.
     pub sha256_prefix: String,
     /// RFC 3339, as the audit trail writes times.
     pub expires_at: Option<String>,
+    /// Uses not yet spent.
     pub uses_left: u32,
+    /// Who added it.
     pub added_by: String,
+    /// What it is for.
     pub description: Option<String>,
     /// Shorter than [`WEAK_BELOW`] characters.
     pub weak: bool,
@@ -89,10 +100,13 @@ pub struct TokenInfo {
 pub enum Offer {
     /// Not in the file (or empty): the node waits for an admin.
     Unknown,
+    /// Listed, but past its expiry.
     Expired,
     /// Listed and in date: it admits if the ledger has a free use.
     Valid {
+        /// The token's ledger name.
         mac: Mac,
+        /// How many nodes it admits in all.
         uses: u32,
     },
 }
@@ -141,10 +155,12 @@ struct MetaCache {
     error: Option<String>,
 }
 
+/// `tokens`: read through a cache, never replaced, spent tokens blanked in place.
 pub struct Tokens {
     path: PathBuf,
     meta_path: PathBuf,
     lock_path: PathBuf,
+    /// Who spent which use.
     pub ledger: Ledger,
     listed: Mutex<Listed>,
     meta: Mutex<MetaCache>,
@@ -158,6 +174,7 @@ pub struct Tokens {
 }
 
 impl Tokens {
+    /// The tokens of the state directory `state_dir`.
     pub fn new(state_dir: &Path) -> Self {
         Tokens {
             path: state_dir.join(TOKENS_FILE),
@@ -561,6 +578,7 @@ pub fn redact(token: &str) -> String {
     format!("{shown}…")
 }
 
+/// Now, as Unix seconds.
 pub fn now_unix() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

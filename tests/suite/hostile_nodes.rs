@@ -4,11 +4,9 @@
 //! fingerprint and validity, the rejected-CA flow end to end, and the
 //! admission command for every announcement that did not admit.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use janus_registration::certs::{self, Minted};
 use janus_registration::server::policy::PolicyConfig;
 
@@ -194,8 +192,7 @@ async fn a_rejection_sticks_to_the_ca_until_the_record_is_forgotten() {
     // Forgetting the rejected record lifts the rejection.
     let (ok, _, _) = admin(&state, &["nodes", "forget", &first]);
     assert!(ok);
-    let answer = post(&client, &announcement("edge", &ca, "", &new_secret())).await;
-    let fourth = json(&answer)["id"].as_str().unwrap().to_string();
+    let (fourth, _, _) = announce(&client, "edge", &ca, "").await;
     let (_, out, _) = admin(&state, &["nodes", "list", "--pending"]);
     assert!(out.contains(&fourth), "{out}");
     server.stop().await;

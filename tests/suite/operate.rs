@@ -2,28 +2,13 @@
 //! trail, token expiry and uses, the admission command, live reload and the
 //! limits that keep the endpoint up.
 
-mod common;
-
 use std::process::Command;
 use std::time::Duration;
 
+use crate::common::*;
 use base64::Engine;
-use common::*;
 use janus_registration::certs;
 use janus_registration::server::policy::PolicyConfig;
-
-async fn announce(
-    client: &janus_registration::agent::http::Endpoint,
-    name: &str,
-    ca: &certs::Minted,
-    token: &str,
-) -> (String, String, u16) {
-    let secret = new_secret();
-    let answer = post(client, &announcement(name, ca, token, &secret)).await;
-    let id =
-        if answer.status == 201 { json(&answer)["id"].as_str().unwrap().to_string() } else { String::new() };
-    (id, secret, answer.status)
-}
 
 #[tokio::test]
 async fn nodes_list_show_approve_reject_forget_and_history() {
@@ -196,15 +181,13 @@ fn admin_commands_fail_with_one_sentence() {
     let dir = tempfile::tempdir().unwrap();
     let (ok, _, err) = admin(&dir.path().join("nope"), &["nodes", "list"]);
     assert!(!ok && err.contains("is not a state directory"), "{err}");
-    let output =
-        Command::new(BIN).args(["nodes", "list"]).env_remove("JANUS_REGISTRATION_STATE").output().unwrap();
-    assert!(!output.status.success());
-    assert!(String::from_utf8_lossy(&output.stderr).contains("--state"));
+    let (ok, _, stderr) =
+        cli_with(Command::new(BIN).args(["nodes", "list"]).env_remove("JANUS_REGISTRATION_STATE"));
+    assert!(!ok && stderr.contains("--state"), "{stderr}");
     for help in
         [&["nodes", "approve", "--help"][..], &["tokens", "add", "--help"], &["nodes", "list", "--help"]]
     {
-        let output = Command::new(BIN).args(help).output().unwrap();
-        assert!(String::from_utf8_lossy(&output.stdout).contains("Example"), "{help:?}");
+        assert!(cli(help).1.contains("Example"), "{help:?}");
     }
 }
 

@@ -2,13 +2,11 @@
 //! logs carry node ids and no secrets, and several replicas share one state
 //! directory safely, one of them killed mid-load.
 
-mod common;
-
 use std::collections::HashSet;
 use std::process::Command;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use janus_registration::certs;
 
 fn dockerfile() -> String {

@@ -1,25 +1,23 @@
 //! `certs` against an implementation we did not write: openssl verifies what
 //! we mint, and we verify a fleet openssl made the way `fleet.sh` makes it.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 use janus_registration::pki;
 
 fn run(args: &[&str], dir: &Path) -> String {
-    let output = Command::new(BIN).args(args).current_dir(dir).output().unwrap();
-    assert!(output.status.success(), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
-    String::from_utf8_lossy(&output.stdout).to_string()
+    let (ok, stdout, stderr) = cli_with(Command::new(BIN).args(args).current_dir(dir));
+    assert!(ok, "{args:?}: {stderr}");
+    stdout
 }
 
 fn fails(args: &[&str], dir: &Path) -> String {
-    let output = Command::new(BIN).args(args).current_dir(dir).output().unwrap();
-    assert!(!output.status.success(), "{args:?} should fail");
-    String::from_utf8_lossy(&output.stderr).to_string()
+    let (ok, _, stderr) = cli_with(Command::new(BIN).args(args).current_dir(dir));
+    assert!(!ok, "{args:?} should fail");
+    stderr
 }
 
 fn openssl(args: &[&str], dir: &Path) -> String {

@@ -1,14 +1,12 @@
 //! The agent against a real endpoint over real TLS: every answer handled as
 //! janusd handles it, and the trust applied (or refused) as janusd does.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
+use crate::common::*;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use common::*;
 use janus_registration::agent::{Agent, Step};
 use janus_registration::{certs, pki};
 use rcgen::SigningKey;

@@ -1,9 +1,7 @@
 //! The seed's answer tables, over real TLS, against a server in this process.
 
-mod common;
-
+use crate::common::*;
 use base64::Engine;
-use common::*;
 use janus_registration::certs;
 use janus_registration::pki;
 

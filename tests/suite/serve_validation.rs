@@ -1,9 +1,7 @@
 //! Every input the endpoint refuses, and how: a 400 whose JSON error names the
 //! field and never says `service_cert_pem`, or a 413 for an oversized body.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use janus_registration::certs;
 use serde_json::json;
 

@@ -4,15 +4,13 @@
 //! a world-writable directory, crash leftovers. After each, a token has
 //! admitted exactly one node, all or nothing.
 
-mod common;
-
 use std::collections::HashSet;
 use std::fs;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use janus_registration::certs::{self, Minted};
 use janus_registration::store::ledger::{LEDGER_DIR, Ledger};
 use janus_registration::store::{NodeId, NodeRecord, Store};

@@ -1,10 +1,8 @@
 //! The `agent` and `agent swarm` commands as a user runs them.
 
-mod common;
-
 use std::process::Command;
 
-use common::*;
+use crate::common::*;
 
 #[test]
 fn agent_from_user_data_exits_pending_then_admitted() {

@@ -4,18 +4,14 @@
 //! audit view, shell completions and a manual page, and a demo that never
 //! wipes a running demo's state.
 
-mod common;
-
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use janus_registration::certs;
 
 async fn announced(client: &janus_registration::agent::http::Endpoint, name: &str) -> String {
-    let ca = certs::mint_node_ca(name).unwrap();
-    let answer = post(client, &announcement(name, &ca, "", &new_secret())).await;
-    json(&answer)["id"].as_str().unwrap().to_string()
+    announce(client, name, &certs::mint_node_ca(name).unwrap(), "").await.0
 }
 
 fn events_of(state: &std::path::Path, id: &str, event: &str) -> usize {
@@ -150,16 +146,11 @@ fn tokens_have_descriptions_rfc3339_times_and_revoke_by_their_listed_hash() {
 #[test]
 fn completions_and_a_manual_page() {
     for shell in ["bash", "zsh", "fish"] {
-        let out = Command::new(BIN).args(["completions", shell]).output().unwrap();
-        let text = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && text.contains("janus-registration") && text.contains("approve"),
-            "{shell}"
-        );
+        let (ok, text, _) = cli(&["completions", shell]);
+        assert!(ok && text.contains("janus-registration") && text.contains("approve"), "{shell}");
     }
-    let out = Command::new(BIN).arg("manpage").output().unwrap();
-    let page = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success() && page.starts_with(".ie") || page.contains(".TH"), "{page}");
+    let (ok, page, _) = cli(&["manpage"]);
+    assert!(ok && page.starts_with(".ie") || page.contains(".TH"), "{page}");
 }
 
 #[test]
@@ -183,9 +174,8 @@ fn a_second_demo_never_touches_a_running_demos_state() {
     assert_eq!(announced[..13], now[..13], "the example is announced when the demo starts");
     let sentinel = state.join("approved").join("0123456789abcdef0123456789abcdef");
     std::fs::write(&sentinel, b"").unwrap();
-    let second = Command::new(BIN).args(args("127.0.0.1:0")).output().unwrap();
-    let err = String::from_utf8_lossy(&second.stderr);
-    assert!(!second.status.success() && err.contains("already running"), "{err}");
+    let (ok, _, err) = cli(&args("127.0.0.1:0"));
+    assert!(!ok && err.contains("already running"), "{err}");
     assert!(sentinel.exists(), "the running demo's state is untouched");
     drop(demo);
 }

@@ -1,21 +1,18 @@
 //! Startup checks: each refusal is one clear sentence and a non-zero exit,
 //! before any socket is bound.
 
-mod common;
-
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
+use crate::common::*;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use common::*;
 use janus_registration::certs;
 use rcgen::SigningKey;
 
 fn serve_fails(fx: &Fixture, expected: &str) {
-    let output = Command::new(BIN).args(fx.serve_args()).output().unwrap();
-    assert!(!output.status.success(), "serve should refuse to start ({expected})");
-    let stderr = String::from_utf8_lossy(&output.stderr);
+    let (ok, _, stderr) = cli(&fx.serve_args());
+    assert!(!ok, "serve should refuse to start ({expected})");
     assert!(stderr.contains(expected), "stderr should say {expected:?}: {stderr}");
     assert!(!stderr.contains("serving"), "nothing may be bound: {stderr}");
 }
@@ -147,8 +144,7 @@ fn a_server_whose_stderr_is_gone_still_serves_and_stops() {
         .expect("the server says where it serves");
     // The log collector dies: every log line from now on fails to write.
     drop(lines);
-    let health = Command::new(BIN).args(["healthcheck", "--addr", &addr]).output().unwrap();
-    assert!(health.status.success(), "a request is served, its log line dropped");
+    assert!(cli(&["healthcheck", "--addr", &addr]).0, "a request is served, its log line dropped");
     let pid = child.id().to_string();
     assert!(Command::new("kill").args(["-TERM", &pid]).status().unwrap().success());
     let mut exit = None;

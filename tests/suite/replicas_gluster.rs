@@ -11,14 +11,12 @@
 //! `JANUS_GLUSTER_MOUNTS=/mount/one:/mount/two` and tears it down; without
 //! that variable this test says SKIPPED.
 
-mod common;
-
 use std::collections::{HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use janus_registration::certs;
 
 const TOKENS: usize = 150;
@@ -138,9 +136,24 @@ async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
                     .filter(|l| l.contains(&id))
                     .map(|l| l.chars().take(120).collect())
                     .collect();
+                let seen = |root: &Path| {
+                    let path = root.join("nodes").join(format!("{id}.json"));
+                    let inode = std::fs::metadata(&path).map(|m| {
+                        use std::os::unix::fs::MetadataExt;
+                        (m.ino(), m.nlink())
+                    });
+                    let text = std::fs::read_to_string(&path).unwrap_or_default();
+                    format!("{inode:?} admitted={}", text.contains("\"admitted\": true"))
+                };
+                // The brick is the file server's own copy: what it holds is the truth.
+                let brick = std::env::var("JANUS_GLUSTER_BRICK")
+                    .map(|b| seen(&PathBuf::from(b).join(&name)))
+                    .unwrap_or_default();
                 println!(
-                    "unfinished: {id} approved={approved} record={:?} events={events:?}",
-                    record.map(|r| r.len())
+                    "unfinished: {id} approved={approved} record={:?} mount one: {} mount two: {} brick: {brick} events={events:?}",
+                    record.map(|r| r.len()),
+                    seen(&state_one),
+                    seen(&state_two),
                 );
             }
         }

@@ -2,12 +2,10 @@
 //! survives restarts and kill -9, secrets that never reach disk or logs, and
 //! clients that cannot hold connections open.
 
-mod common;
-
 use std::collections::HashSet;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use janus_registration::certs;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -416,15 +416,34 @@ where
     }
 }
 
-/// An admin command on `state`, as user alice: (success, stdout, stderr).
-pub fn admin(state: &Path, args: &[&str]) -> (bool, String, String) {
-    let output =
-        Command::new(BIN).args(args).arg("--state").arg(state).env("USER", "alice").output().unwrap();
+/// The binary run with `args` to its end: (success, stdout, stderr).
+pub fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String, String) {
+    cli_with(Command::new(BIN).args(args))
+}
+
+/// `command` (the binary, set up by the caller) run to its end: (success, stdout, stderr).
+pub fn cli_with(command: &mut Command) -> (bool, String, String) {
+    let output = command.output().unwrap();
     (
         output.status.success(),
         String::from_utf8_lossy(&output.stdout).to_string(),
         String::from_utf8_lossy(&output.stderr).to_string(),
     )
+}
+
+/// An admin command on `state`, as user alice: (success, stdout, stderr).
+pub fn admin(state: &Path, args: &[&str]) -> (bool, String, String) {
+    cli_with(Command::new(BIN).args(args).arg("--state").arg(state).env("USER", "alice"))
+}
+
+/// Announces `name` with `ca` and `token` and a new poll secret, as a node
+/// does: (the id, "" unless 201; the secret; the status).
+pub async fn announce(client: &Endpoint, name: &str, ca: &Minted, token: &str) -> (String, String, u16) {
+    let secret = new_secret();
+    let answer = post(client, &announcement(name, ca, token, &secret)).await;
+    let id =
+        if answer.status == 201 { json(&answer)["id"].as_str().unwrap().to_string() } else { String::new() };
+    (id, secret, answer.status)
 }
 
 /// The CA fingerprint as the node's console prints it.

@@ -3,13 +3,11 @@
 //! metrics listener and each source are capped, the open-file limit is
 //! raised. Floods are bounded in count and time, on 127.0.0.0/8 only.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::time::{Duration, Instant};
 
-use common::*;
+use crate::common::*;
 use janus_registration::certs;
 
 /// Whether the server closed `stream` within `within` (EOF or reset), as

@@ -1,0 +1,23 @@
+//! The integration tests, one binary: each module is a suite, all of them
+//! sharing `common` (fixtures, an HTTPS client that is the agent's, the CLI
+//! runner). One binary links once instead of once per file, which is most
+//! of a cold `cargo test` after the dependencies.
+//!
+//! Run one suite with `cargo test --test suite SUITE::`.
+
+mod common;
+
+mod agent;
+mod agent_cli;
+mod bounds;
+mod certs_interop;
+mod deploy;
+mod hostile_nodes;
+mod operate;
+mod operator;
+mod replicas_gluster;
+mod serve_durability;
+mod serve_protocol;
+mod serve_startup;
+mod serve_validation;
+mod state_integrity;
