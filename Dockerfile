@@ -14,12 +14,13 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY state-example ./state-example
-RUN cargo build --release --locked
+# The dist profile: fat LTO, one codegen unit (Cargo.toml; README "Performance").
+RUN cargo build --profile dist --locked
 
 # distroless/cc: glibc and libgcc, no shell, no package manager. The binary
 # needs no system CA roots: it trusts only the fleet's root.
 FROM gcr.io/distroless/cc-debian12:nonroot
-COPY --from=build /src/target/release/janus-registration /usr/local/bin/janus-registration
+COPY --from=build /src/target/dist/janus-registration /usr/local/bin/janus-registration
 ENV JANUS_REGISTRATION_LISTEN=0.0.0.0:8443 \
     JANUS_REGISTRATION_FLEET=/etc/janus-registration/fleet \
     JANUS_REGISTRATION_CERT=/etc/janus-registration/tls/controller.crt \

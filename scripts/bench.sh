@@ -6,5 +6,6 @@
 #   scripts/bench.sh [--quick] [--reference ../shared/reference/registration-server.py] [--out bench-results.json]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-cargo build --release --locked --quiet
-exec python3 scripts/bench.py --bin target/release/janus-registration "$@"
+# The dist profile (fat LTO), as the container image builds it.
+cargo build --profile dist --locked --quiet
+exec python3 scripts/bench.py --bin target/dist/janus-registration "$@"
