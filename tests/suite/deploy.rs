@@ -48,7 +48,10 @@ fn the_dockerfile_matches_the_binary_and_the_documented_paths() {
     assert!(text.contains("VOLUME [\"/var/lib/janus-registration\"]"));
     assert!(text.contains("EXPOSE 8443") && get("JANUS_REGISTRATION_LISTEN").ends_with(":8443"));
     assert!(text.contains("STOPSIGNAL SIGTERM") && text.contains("USER 65532"));
-    assert!(text.contains("cargo build --profile dist --locked") && text.contains("target/dist/janus-registration"));
+    assert!(
+        text.contains("cargo build --profile dist --locked")
+            && text.contains("target/dist/janus-registration")
+    );
     let readme =
         std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
     for (key, value) in &env {

@@ -149,11 +149,41 @@ async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
                 let brick = std::env::var("JANUS_GLUSTER_BRICK")
                     .map(|b| seen(&PathBuf::from(b).join(&name)))
                     .unwrap_or_default();
+                let (view_one, view_two) = (seen(&state_one), seen(&state_two));
+                // Which file the name is on the brick (its GlusterFS id), and
+                // what a client that never saw this file before reads.
+                let brick_gfid = std::env::var("JANUS_GLUSTER_BRICK")
+                    .map(|b| {
+                        let path = PathBuf::from(b).join(&name).join("nodes").join(format!("{id}.json"));
+                        let out = std::process::Command::new("getfattr")
+                            .args(["--absolute-names", "-n", "trusted.gfid", "-e", "hex"])
+                            .arg(&path)
+                            .output();
+                        out.map(|o| String::from_utf8_lossy(&o.stdout).lines().last().unwrap_or("").to_string())
+                            .unwrap_or_default()
+                    })
+                    .unwrap_or_default();
+                let fresh_client = std::env::var("JANUS_GLUSTER_VOLUME")
+                    .map(|volume| {
+                        let at = std::env::temp_dir().join(format!("janus-fresh-{}", std::process::id()));
+                        std::fs::create_dir_all(&at).unwrap();
+                        let mounted = std::process::Command::new("mount")
+                            .args(["-t", "glusterfs", &format!("127.0.0.1:/{volume}")])
+                            .arg(&at)
+                            .status()
+                            .is_ok_and(|s| s.success());
+                        let view = if mounted { seen(&at.join(&name)) } else { "not mounted".into() };
+                        let _ = std::process::Command::new("umount").arg("-l").arg(&at).status();
+                        view
+                    })
+                    .unwrap_or_default();
+                let _ = std::fs::write("/proc/sys/vm/drop_caches", b"3");
                 println!(
-                    "unfinished: {id} approved={approved} record={:?} mount one: {} mount two: {} brick: {brick} events={events:?}",
+                    "unfinished: {id} approved={approved} record={:?} mount one: {} mount two: {} brick: {brick} {brick_gfid} new client: {fresh_client} mount one after drop_caches: {} events={events:?}",
                     record.map(|r| r.len()),
+                    view_one,
+                    view_two,
                     seen(&state_one),
-                    seen(&state_two),
                 );
             }
         }

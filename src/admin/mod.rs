@@ -1,0 +1,379 @@
+//! The admin commands, `nodes` and `tokens`: day-2 operation on the state
+//! directory itself, with or without a running server (which sees every
+//! change at its next request: files are the source of truth).
+//!
+//! Invariants: every change goes through the store (durable writes, the
+//! tokens lock `serve` takes) and is audited with the user who made it;
+//! tokens are printed once, when made, and redacted everywhere after; a
+//! check an admin asked for (`--expect-ca-sha256`, `--console`) that fails
+//! changes nothing.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde::Serialize;
+
+mod nodes;
+mod tokens;
+
+pub use self::nodes::nodes;
+pub use self::tokens::tokens;
+
+use crate::pki;
+use crate::store::tokens::now_unix;
+use crate::store::{NodeId, NodeRecord, NodeState, Store};
+use crate::terminal::{self, escape};
+
+/// The console line a node prints for its CA, and nothing else.
+pub const CONSOLE_MARKER: &str = "pki: this node's CA: SHA-256 ";
+
+/// Why an admin command failed; it changed nothing, unless it says so.
+#[derive(Debug, thiserror::Error)]
+pub enum AdminError {
+    /// The state directory could not be read or written.
+    #[error(transparent)]
+    State(#[from] std::io::Error),
+    /// The command names no node (or no event, or no pending CA).
+    #[error("{0}")]
+    NotFound(String),
+    /// The command's name for a node fits several: they are listed.
+    #[error("{0}")]
+    Ambiguous(String),
+    /// A check the admin asked for failed, or the node's state forbids the change.
+    #[error("{0}")]
+    Refused(String),
+    /// Arguments that cannot be used as given.
+    #[error("{0}")]
+    Usage(String),
+    /// The serial-console log given to `--console` cannot be read.
+    #[error("{}: {source}", path.display())]
+    Console {
+        /// The file.
+        path: std::path::PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// `tokens revoke` found no single token for what it was given.
+    #[error("cannot revoke {key:?}: {source}")]
+    Revoke {
+        /// What the admin gave.
+        key: String,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+}
+
+type Result<T> = std::result::Result<T, AdminError>;
+
+/// `nodes` subcommands, as the command line gives them.
+#[derive(Debug, Clone)]
+pub enum NodesCommand {
+    /// A table (or JSON lines) of nodes.
+    List(ListFilter),
+    /// One node's record in full.
+    Show {
+        /// The node: its id, a unique id prefix, or its unique name.
+        node: String,
+        /// JSON instead of text.
+        json: bool,
+    },
+    /// Admit one node, or every pending node of one CA.
+    Approve(Approval),
+    /// Refuse a node and its CA.
+    Reject {
+        /// The node: its id, a unique id prefix, or its unique name.
+        node: String,
+    },
+    /// Remove a node's record and markers.
+    Forget {
+        /// The node: its id, a unique id prefix, or its unique name.
+        node: String,
+    },
+    /// A node's audit events.
+    History {
+        /// The node: its id, a unique id prefix, or its unique name.
+        node: String,
+        /// JSON instead of text.
+        json: bool,
+    },
+}
+
+/// Which nodes `nodes list` shows: every one when no filter is set.
+#[derive(Debug, Clone, Default)]
+pub struct ListFilter {
+    /// Only nodes waiting for approval.
+    pub pending: bool,
+    /// Only admitted nodes.
+    pub admitted: bool,
+    /// Only rejected nodes.
+    pub rejected: bool,
+    /// One JSON object per node and line instead of a table.
+    pub json: bool,
+}
+
+/// `nodes approve`: the node (or `ca_sha256`), and the check made first.
+#[derive(Debug, Clone, Default)]
+pub struct Approval {
+    /// The node: its id, a unique id prefix, or its unique pending name.
+    pub node: Option<String>,
+    /// Refuse unless the node's CA has this SHA-256.
+    pub expect_ca_sha256: Option<String>,
+    /// Approve without any check of the node's CA.
+    pub unchecked: bool,
+    /// A serial-console log whose last CA line must match the node's CA.
+    pub console: Option<std::path::PathBuf>,
+    /// Approve every pending node with this CA SHA-256 instead of one node.
+    pub ca_sha256: Option<String>,
+    /// Approve even when the node's CA was rejected.
+    pub force: bool,
+}
+
+/// `tokens` subcommands, as the command line gives them.
+#[derive(Debug, Clone)]
+pub enum TokensCommand {
+    /// Make `count` tokens and print them, once.
+    Add(NewTokens),
+    /// The tokens, redacted.
+    List {
+        /// JSON instead of text.
+        json: bool,
+    },
+    /// Remove the one token `key` names.
+    Revoke {
+        /// What the admin gave.
+        key: String,
+    },
+}
+
+/// What `tokens add` makes.
+#[derive(Debug, Clone)]
+pub struct NewTokens {
+    /// How many tokens.
+    pub count: usize,
+    /// What they are for, shown by `tokens list`.
+    pub description: Option<String>,
+    /// They stop admitting this long from now.
+    pub expires_in: Option<std::time::Duration>,
+    /// Nodes each token admits (1 when absent).
+    pub uses: Option<u32>,
+}
+
+/// One node as `nodes list --json` gives it: stable field names.
+#[derive(Debug, Serialize)]
+pub struct NodeView {
+    /// The node id.
+    pub id: String,
+    /// The name the node announced.
+    pub name: String,
+    /// The address the node announced.
+    pub address: String,
+    /// The address its announcement came from.
+    pub peer_address: Option<String>,
+    /// The SHA-256 of its CA certificate (DER), as its console prints it.
+    pub ca_sha256: String,
+    /// Pending, admitted or rejected.
+    pub state: NodeState,
+    /// When it announced (RFC 3339), if the record says.
+    pub announced_at: Option<String>,
+    /// Who or what admitted it.
+    pub admitted_by: Option<String>,
+}
+
+fn view(store: &Store, record: &NodeRecord) -> NodeView {
+    let admitted_by = NodeId::parse(&record.id)
+        .and_then(|id| store.approval(&id))
+        .map(|a| if a.user.is_empty() { a.by } else { format!("{} ({})", a.by, a.user) })
+        .or_else(|| record.admitted_by.clone());
+    NodeView {
+        id: record.id.clone(),
+        name: record.name.clone(),
+        address: record.address.clone(),
+        peer_address: record.peer_address.clone(),
+        ca_sha256: ca_sha256_of(record),
+        state: store.state_of(record),
+        announced_at: record.announced_at.clone(),
+        admitted_by,
+    }
+}
+
+/// The record's CA fingerprint; computed for records the reference wrote.
+fn ca_sha256_of(record: &NodeRecord) -> String {
+    record.ca_sha256.clone().unwrap_or_else(|| {
+        pki::first_certificate(record.ca_cert_pem.as_bytes(), "ca_cert_pem")
+            .map(|der| pki::sha256_hex(&der))
+            .unwrap_or_else(|_| "unparsable".into())
+    })
+}
+
+/// Lowercase hex, colons and spaces dropped: fingerprints as people paste them.
+pub fn normalize_fingerprint(s: &str) -> Result<String> {
+    let hex: String = s.chars().filter(|c| !matches!(c, ':' | ' ')).collect::<String>().to_lowercase();
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(hex)
+    } else {
+        Err(AdminError::Usage(format!("{s:?} is not a SHA-256 fingerprint (64 hex digits)")))
+    }
+}
+
+/// The CA fingerprint of the last `pki: this node's CA: SHA-256 <hex>` line.
+pub fn console_fingerprint(log: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(log);
+    let mut last = None;
+    let mut rest = text.as_ref();
+    while let Some(at) = rest.find(CONSOLE_MARKER) {
+        let after = &rest[at + CONSOLE_MARKER.len()..];
+        let hex: String = after.chars().take(64).collect();
+        if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+            last = Some(hex);
+        }
+        rest = after;
+    }
+    last
+}
+
+fn open(state: &Path) -> Result<Store> {
+    Ok(Store::open_existing(state)?)
+}
+
+/// The records a command may name a node among.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Among {
+    /// Waiting for approval (`nodes approve`).
+    Pending,
+    /// Not rejected yet (`nodes reject`).
+    NotRejected,
+    /// Every record (`show`, `history`, `forget`).
+    All,
+}
+
+/// The node `key` names: its id; a prefix of an id (6 hex digits or more)
+/// that only one record `among` has; or a name only one record `among`
+/// carries. An ambiguous key lists the candidates and fails.
+fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> {
+    if let Some(node) = NodeId::parse(key) {
+        return match store.read_record(&node)? {
+            Some(record) => Ok((node, record)),
+            None => Err(AdminError::NotFound(format!("there is no node {key} in {}", store.dir().display()))),
+        };
+    }
+    if key.contains('/') || key.contains("..") || key.is_empty() {
+        return Err(AdminError::Usage(format!("{:?} is not a node id, id prefix or name", escape(key))));
+    }
+    let candidates: Vec<NodeId> = match among {
+        Among::Pending => store.unsettled_ids()?,
+        Among::NotRejected | Among::All => {
+            let mut all = Vec::new();
+            store.scan(|id, _: serde::de::IgnoredAny| all.push(id))?;
+            all
+        }
+    };
+    let applies = |record: &NodeRecord| match among {
+        Among::Pending => store.state_of(record) == NodeState::Pending,
+        Among::NotRejected => store.state_of(record) != NodeState::Rejected,
+        Among::All => true,
+    };
+    let lower = key.to_ascii_lowercase();
+    let by_prefix = key.len() >= 6 && lower.bytes().all(|b| b.is_ascii_hexdigit());
+    let mut matches = Vec::new();
+    for id in candidates {
+        if by_prefix && !id.as_str().starts_with(&lower) {
+            continue;
+        }
+        let Ok(Some(record)) = store.read_record(&id) else { continue };
+        if (by_prefix || record.name == key) && applies(&record) {
+            matches.push((id, record));
+        }
+    }
+    match matches.len() {
+        1 => Ok(matches.remove(0)),
+        0 => Err(AdminError::NotFound(format!(
+            "no node matches {:?} in {}",
+            escape(key),
+            store.dir().display()
+        ))),
+        n => {
+            let mut out = format!("{:?} matches {n} nodes; name one by its id:", escape(key));
+            for (id, record) in &matches {
+                let _ = write!(out, "\n  {id}  {}  {}", escape(&record.name), ca_sha256_of(record));
+            }
+            Err(AdminError::Ambiguous(out))
+        }
+    }
+}
+
+fn audit(store: &Store, event: &str, fields: serde_json::Value) -> Result<()> {
+    Ok(store.audit.record(event, fields)?)
+}
+
+/// One audit event for people: time, event, then the other fields as
+/// `key=value`, every value escaped.
+fn event_line(event: &serde_json::Value) -> String {
+    let at = event["at"].as_str().unwrap_or("-");
+    let kind = event["event"].as_str().unwrap_or("-");
+    let mut line = format!("{}  {:<16}", escape(at), escape(kind));
+    if let Some(fields) = event.as_object() {
+        for (key, value) in fields.iter().filter(|(k, _)| !matches!(k.as_str(), "at" | "event")) {
+            let value = match value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let _ = write!(line, " {key}={}", escape(&value));
+        }
+    }
+    line
+}
+
+/// `audit`: every writer's events merged in time order, from `since` ago
+/// on; with `follow`, new events as they are written, until interrupted
+/// (checked every second; an event is printed once).
+pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: bool, json: bool) -> Result<()> {
+    use std::io::Write;
+    let store = open(state)?;
+    let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
+    let mut printed = std::collections::HashSet::new();
+    loop {
+        let events = store.audit.events()?;
+        let mut out = std::io::stdout().lock();
+        for event in events {
+            let at = event["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0);
+            if from.is_some_and(|from| at < from) || !printed.insert(event.to_string()) {
+                continue;
+            }
+            let line = if json { terminal::json_text(&event) } else { event_line(&event) };
+            if writeln!(out, "{line}").is_err() {
+                return Ok(()); // the reader went away (`| head`)
+            }
+        }
+        let _ = out.flush();
+        if !follow {
+            return Ok(());
+        }
+        std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_last_console_line_wins() {
+        let a = "a".repeat(64);
+        let b = "b".repeat(64);
+        let log = format!(
+            "[  1.0] pki: this node's CA: SHA-256 {a}\nnoise\n[ 9.0] pki: this node's CA: SHA-256 {b}\r\n"
+        );
+        assert_eq!(console_fingerprint(log.as_bytes()), Some(b));
+        assert_eq!(console_fingerprint(b"nothing"), None);
+        assert_eq!(console_fingerprint(b"pki: this node's CA: SHA-256 abc"), None);
+    }
+
+    #[test]
+    fn fingerprints_as_people_paste_them() {
+        let hex = "AB".repeat(32);
+        assert_eq!(normalize_fingerprint(&hex).unwrap(), "ab".repeat(32));
+        let colons = vec!["AB"; 32].join(":");
+        assert_eq!(normalize_fingerprint(&colons).unwrap(), "ab".repeat(32));
+        assert!(normalize_fingerprint("abc").is_err());
+    }
+}

@@ -1,0 +1,402 @@
+//! `nodes`: list, show, approve, reject, forget and history, on records
+//! named by id, id prefix or name ([`super::find`]).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{
+    AdminError, Among, Approval, CONSOLE_MARKER, ListFilter, NodeView, NodesCommand, Result, audit,
+    ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open, view,
+};
+use crate::pki;
+use crate::store::audit::current_user;
+use crate::store::tokens::now_unix;
+use crate::store::{NodeId, NodeRecord, NodeState, Store};
+use crate::terminal::{self, escape, escape_lines};
+
+/// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
+pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
+    let store = open(state)?;
+    match command {
+        NodesCommand::List(args) => list(&store, args),
+        NodesCommand::Show { node, json } => {
+            let (_, record) = find(&store, node, Among::All)?;
+            Ok(if *json { show_json(&store, &record) } else { show(&store, &record) })
+        }
+        NodesCommand::Approve(args) => approve(&store, args),
+        NodesCommand::Reject { node } => {
+            let (id, record) = find(&store, node, Among::NotRejected)
+                .or_else(|e| find(&store, node, Among::All).map_err(|_| e))?;
+            if store.is_rejected(&id) {
+                return Ok(format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)));
+            }
+            let user = current_user();
+            let ca = ca_sha256_of(&record);
+            store.reject(&id, &ca, &user)?;
+            audit(
+                &store,
+                "rejected",
+                json!({"id": id.as_str(), "by": "command", "user": user, "ca_sha256": ca}),
+            )?;
+            Ok(format!(
+                "rejected {id} ({}) and its CA {}: its polls get 404 from now on, and its later \
+                 announcements (new ids, same CA) are rejected at once; `nodes forget {id}` lifts that",
+                escape(&record.name),
+                escape(&ca)
+            ))
+        }
+        NodesCommand::Forget { node } => {
+            let (id, _) = find(&store, node, Among::All)?;
+            store.forget(&id)?;
+            audit(&store, "forgotten", json!({"id": id.as_str(), "by": "command", "user": current_user()}))?;
+            Ok(format!("forgot {id}"))
+        }
+        NodesCommand::History { node, json } => {
+            // A forgotten node has events but no record: its id still works.
+            let id = match NodeId::parse(node) {
+                Some(id) => id,
+                None => find(&store, node, Among::All)?.0,
+            };
+            let events = store.audit.history(id.as_str())?;
+            if events.is_empty() {
+                return Err(AdminError::NotFound(format!("the audit trail has no events for {id}")));
+            }
+            let render = |e: &serde_json::Value| if *json { terminal::json_text(e) } else { event_line(e) };
+            Ok(events.iter().map(render).collect::<Vec<_>>().join("\n"))
+        }
+    }
+}
+
+/// `nodes list` with a filter: the matching records, grouped by CA.
+fn list(store: &Store, args: &ListFilter) -> Result<String> {
+    if !(args.pending || args.admitted || args.rejected) {
+        return list_all_streaming(store, args.json);
+    }
+    // Only the records the filter can show are read: the unsettled ones
+    // (no approval, no rejection: names listed, not files opened) for
+    // --pending, the rejected ones for --rejected.
+    let mut ids = Vec::new();
+    if args.pending {
+        ids.extend(store.unsettled_ids()?);
+    }
+    if args.rejected {
+        ids.extend(store.rejected_ids()?);
+    }
+    if args.admitted {
+        ids.extend(store.approved_ids()?);
+    }
+    ids.sort();
+    ids.dedup();
+    let mut views: Vec<NodeView> = Vec::new();
+    let mut problems = Vec::new();
+    for id in ids {
+        match store.read_record(&id) {
+            Ok(Some(record)) => views.push(view(store, &record)),
+            Ok(None) => {}
+            Err(e) => problems.push(e.to_string()),
+        }
+    }
+    let wanted = |s: NodeState| {
+        (args.pending && s == NodeState::Pending)
+            || (args.admitted && s == NodeState::Admitted)
+            || (args.rejected && s == NodeState::Rejected)
+    };
+    views.retain(|v| wanted(v.state));
+    // Re-announcements of one node share its CA: keep them together, oldest first.
+    views.sort_by(|a, b| (&a.ca_sha256, &a.announced_at, &a.id).cmp(&(&b.ca_sha256, &b.announced_at, &b.id)));
+    let mut out = String::new();
+    for problem in problems {
+        eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
+    }
+    if args.json {
+        for v in &views {
+            let _ = writeln!(out, "{}", terminal::json_text(v));
+        }
+        return Ok(out.trim_end().to_string());
+    }
+    let _ = writeln!(out, "{}", list_header());
+    let mut previous: Option<&str> = None;
+    for v in &views {
+        if previous.is_some() && previous != Some(v.ca_sha256.as_str()) {
+            out.push('\n');
+        }
+        let same = previous == Some(v.ca_sha256.as_str());
+        previous = Some(&v.ca_sha256);
+        let _ = writeln!(out, "{}", list_row(v, same));
+    }
+    let _ = write!(out, "{} node(s)", views.len());
+    Ok(out)
+}
+
+/// `nodes list` of every record: each line printed as its record is read,
+/// so the first lines of a million appear at once (unsorted, ungrouped).
+fn list_all_streaming(store: &Store, json: bool) -> Result<String> {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if !json {
+        let _ = writeln!(out, "{}", list_header());
+    }
+    let mut count = 0usize;
+    let problems = store.scan(|_, record: NodeRecord| {
+        let v = view(store, &record);
+        let line = if json { terminal::json_text(&v) } else { list_row(&v, false) };
+        // A closed pipe (`| head`) ends the listing quietly.
+        if writeln!(out, "{line}").is_ok() {
+            count += 1;
+        }
+    })?;
+    let _ = out.flush();
+    for problem in problems {
+        eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
+    }
+    Ok(if json { String::new() } else { format!("{count} node(s)") })
+}
+
+fn list_header() -> String {
+    format!(
+        "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  CA SHA-256",
+        "ID", "NAME", "ADDRESS", "PEER", "STATE", "AGE"
+    )
+}
+
+/// One row of `nodes list`, every field from the node escaped.
+fn list_row(v: &NodeView, same_ca: bool) -> String {
+    format!(
+        "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  {}{}",
+        escape(&v.id),
+        escape(&v.name),
+        escape(&v.address),
+        escape(v.peer_address.as_deref().unwrap_or("-")),
+        format!("{:?}", v.state).to_lowercase(),
+        age(v.announced_at.as_deref()),
+        escape(&v.ca_sha256),
+        if same_ca { "  (same CA: re-announced)" } else { "" }
+    )
+}
+
+fn approve(store: &Store, args: &Approval) -> Result<String> {
+    let user = current_user();
+    if let Some(hex) = &args.ca_sha256 {
+        let want = normalize_fingerprint(hex)?;
+        let (records, _) = store.list_records()?;
+        if store.is_ca_rejected(&want) && !args.force {
+            return Err(AdminError::Refused(rejected_ca_refusal(&want)));
+        }
+        // With --force, the records rejected only because their CA was are
+        // approved too: what the admin asked for.
+        let approvable = |r: &NodeRecord| match store.state_of(r) {
+            NodeState::Pending => true,
+            NodeState::Rejected => args.force && rejected_for_ca_only(store, r),
+            NodeState::Admitted => false,
+        };
+        let matching: Vec<&NodeRecord> =
+            records.iter().filter(|r| approvable(r) && ca_sha256_of(r) == want).collect();
+        if matching.is_empty() {
+            let approved: Vec<&str> = records
+                .iter()
+                .filter(|r| store.state_of(r) == NodeState::Admitted && ca_sha256_of(r) == want)
+                .map(|r| r.id.as_str())
+                .collect();
+            if !approved.is_empty() {
+                return Ok(format!("already approved ({}); nothing changed", approved.join(", ")));
+            }
+            return Err(AdminError::NotFound(format!("no pending node has the CA SHA-256 {want}")));
+        }
+        let mut out = String::new();
+        for record in matching {
+            let id = NodeId::parse(&record.id).ok_or_else(|| {
+                AdminError::NotFound(format!("a record with a malformed id: {:?}", escape(&record.id)))
+            })?;
+            store.approve(&id, "command", &user)?;
+            audit(
+                store,
+                "admitted",
+                json!({"id": record.id, "by": "command", "user": user, "checked_ca_sha256": want}),
+            )?;
+            let _ = writeln!(out, "approved {} ({})", escape(&record.id), escape(&record.name));
+        }
+        return Ok(out.trim_end().to_string());
+    }
+    let id = args
+        .node
+        .as_deref()
+        .ok_or_else(|| AdminError::Usage("name the node to approve, or give --ca-sha256".into()))?;
+    let (node, record) = find(store, id, Among::Pending).or_else(|e| match NodeId::parse(id) {
+        Some(_) => Err(e),
+        // An admitted node named again: say so rather than "no match".
+        None => find(store, id, Among::All).map_err(|_| e),
+    })?;
+    let id = node.as_str();
+    if store.is_approved(&node) && !store.poll_refused(&node) {
+        return Ok(format!("{id} ({}) is already approved; nothing changed", escape(&record.name)));
+    }
+    if store.is_rejected(&node) && !(args.force && rejected_for_ca_only(store, &record)) {
+        return Err(AdminError::Refused(format!(
+            "{id} was rejected; the node announces again with a new id, approve that one"
+        )));
+    }
+    let have = ca_sha256_of(&record);
+    if store.is_ca_rejected(&have) && !args.force {
+        return Err(AdminError::Refused(rejected_ca_refusal(&have)));
+    }
+    if args.expect_ca_sha256.is_none() && args.console.is_none() && !args.unchecked {
+        return Err(AdminError::Usage(format!(
+            "approving {id} needs a check of its CA against the node's console: --console LOG, or \
+             --expect-ca-sha256 HEX (the line `{CONSOLE_MARKER}<hex>` on its console), or --unchecked \
+             to trust whoever announced under that name"
+        )));
+    }
+    let expected = match (&args.expect_ca_sha256, &args.console) {
+        (Some(hex), _) => Some(normalize_fingerprint(hex)?),
+        (None, Some(path)) => {
+            let log =
+                std::fs::read(path).map_err(|source| AdminError::Console { path: path.clone(), source })?;
+            Some(console_fingerprint(&log).ok_or_else(|| {
+                AdminError::Refused(format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()))
+            })?)
+        }
+        (None, None) => None,
+    };
+    if let Some(want) = &expected
+        && *want != have
+    {
+        return Err(AdminError::Refused(format!(
+            "refusing: {id}'s CA is SHA-256 {have}, but the node's console shows {want} - not that node"
+        )));
+    }
+    store.approve(&node, "command", &user)?;
+    audit(
+        store,
+        "admitted",
+        json!({"id": id, "by": "command", "user": user, "checked_ca_sha256": expected}),
+    )?;
+    Ok(match expected {
+        Some(_) => {
+            format!(
+                "approved {id} ({}): its CA matches; it gets the trust at its next poll",
+                escape(&record.name)
+            )
+        }
+        None => format!(
+            "approved {id} ({}) without a fingerprint check; it gets the trust at its next poll",
+            escape(&record.name)
+        ),
+    })
+}
+
+/// Rejected at its announcement because its CA was, not by a command.
+fn rejected_for_ca_only(store: &Store, record: &NodeRecord) -> bool {
+    NodeId::parse(&record.id)
+        .and_then(|id| store.rejection(&id))
+        .is_some_and(|r| r.by == crate::store::BY_REJECTED_CA)
+}
+
+fn rejected_ca_refusal(ca: &str) -> String {
+    format!(
+        "refusing: the CA SHA-256 {ca} was rejected (`nodes reject`); approve it anyway with --force, \
+         or lift the rejection with `nodes forget` of the rejected record"
+    )
+}
+
+/// `nodes show --json`: the list's fields and what `show` computes.
+fn show_json(store: &Store, record: &NodeRecord) -> String {
+    let mut value = serde_json::to_value(view(store, record)).unwrap_or_default();
+    if let Ok(der) = pki::first_certificate(record.ca_cert_pem.as_bytes(), "ca_cert_pem") {
+        let computed = pki::sha256_hex(&der);
+        value["ca_sha256"] = json!(computed);
+        value["stored_ca_sha256_matches"] = json!(record.ca_sha256.as_deref().is_none_or(|s| s == computed));
+        if let Ok(cert) = pki::parse(&der, "ca_cert_pem") {
+            let validity = cert.validity();
+            value["ca_subject"] = json!(cert.subject().to_string());
+            value["ca_not_before"] = json!(crate::clock::unix_to_rfc3339(validity.not_before.timestamp()));
+            value["ca_not_after"] = json!(crate::clock::unix_to_rfc3339(validity.not_after.timestamp()));
+        }
+        value["ca_rejected"] = json!(store.is_ca_rejected(&computed));
+    }
+    value["ca_cert_pem"] = json!(record.ca_cert_pem);
+    terminal::json_text(&value)
+}
+
+/// `nodes show`: what an admin checks before approving, every field from
+/// the node escaped, the fingerprint computed from the stored PEM.
+fn show(store: &Store, record: &NodeRecord) -> String {
+    let v = view(store, record);
+    let mut out = String::new();
+    let field = |out: &mut String, label: &str, value: &str| {
+        let _ = writeln!(out, "{label:<14}{}", escape(value));
+    };
+    field(&mut out, "id:", &v.id);
+    field(&mut out, "name:", &v.name);
+    field(&mut out, "address:", &v.address);
+    field(&mut out, "peer address:", v.peer_address.as_deref().unwrap_or("-"));
+    field(&mut out, "state:", &format!("{:?}", v.state).to_lowercase());
+    field(&mut out, "announced:", v.announced_at.as_deref().unwrap_or("-"));
+    field(&mut out, "admitted by:", v.admitted_by.as_deref().unwrap_or("-"));
+    let strict = pki::NodeCa::check(&record.ca_cert_pem).is_ok();
+    match pki::first_certificate(record.ca_cert_pem.as_bytes(), "ca_cert_pem") {
+        Ok(der) => {
+            let computed = pki::sha256_hex(&der);
+            if let Ok(cert) = pki::parse(&der, "ca_cert_pem") {
+                field(&mut out, "CA subject:", &cert.subject().to_string());
+                let validity = cert.validity();
+                let now = now_unix();
+                let flag = if validity.not_after.timestamp() < now {
+                    "  EXPIRED"
+                } else if validity.not_before.timestamp() > now {
+                    "  NOT YET VALID"
+                } else {
+                    ""
+                };
+                let range = format!("{} to {}{flag}", validity.not_before, validity.not_after);
+                field(&mut out, "CA valid:", &range);
+            }
+            field(&mut out, "CA SHA-256:", &computed);
+            if let Some(stored) = record.ca_sha256.as_deref().filter(|s| *s != computed) {
+                let _ = writeln!(
+                    out,
+                    "WARNING: the record's stored ca_sha256 ({}) is not its certificate's; the line above is \
+                     computed from the stored PEM",
+                    escape(stored)
+                );
+            }
+            if store.is_ca_rejected(&computed) {
+                let _ = writeln!(out, "WARNING: this CA was rejected (`nodes reject`)");
+            }
+            let _ = writeln!(out, "The node's console shows: {CONSOLE_MARKER}{computed}");
+        }
+        Err(e) => {
+            let _ = writeln!(
+                out,
+                "WARNING: the stored ca_cert_pem holds no certificate: {}",
+                escape(&e.to_string())
+            );
+        }
+    }
+    if !strict {
+        let _ = writeln!(
+            out,
+            "WARNING: the stored ca_cert_pem is not exactly one CA certificate block (shown escaped)"
+        );
+    }
+    out.push_str(&escape_lines(record.ca_cert_pem.trim_end()));
+    out
+}
+
+/// `3m`, `5h`, `2d` since an RFC 3339 time.
+fn age(at: Option<&str>) -> String {
+    let Some(t) =
+        at.and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+    else {
+        return "-".into();
+    };
+    let secs = (now_unix() - t.unix_timestamp()).max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}

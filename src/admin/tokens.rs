@@ -1,0 +1,86 @@
+//! `tokens`: add (printed once), list (redacted), revoke.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use serde_json::json;
+
+use super::{AdminError, Result, TokensCommand, audit, open};
+use crate::store::audit::{current_user, token_fingerprint};
+use crate::store::tokens::{self, TokenMeta, now_unix};
+use crate::terminal::{self, escape};
+
+/// Runs a `tokens` subcommand; `Ok` is what to print.
+pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
+    let store = open(state)?;
+    match command {
+        TokensCommand::Add(args) => {
+            if args.count == 0 || args.uses == Some(0) {
+                return Err(AdminError::Usage("--count and --uses must be at least 1".into()));
+            }
+            let made: Vec<String> = (0..args.count).map(|_| tokens::generate()).collect();
+            let user = current_user();
+            let meta = TokenMeta {
+                description: args.description.clone(),
+                expires_at: args.expires_in.map(|d| now_unix() + d.as_secs() as i64),
+                uses: args.uses.filter(|&n| n > 1),
+                added_at: crate::clock::now_rfc3339(),
+                added_by: user.clone(),
+            };
+            store.tokens.add(&made, &meta)?;
+            for t in &made {
+                audit(
+                    &store,
+                    "token_added",
+                    json!({"token_sha256_prefix": token_fingerprint(t), "expires_at": meta.expires_at.map(crate::clock::unix_to_rfc3339), "uses": args.uses.unwrap_or(1), "user": user}),
+                )?;
+            }
+            Ok(made.join("\n"))
+        }
+        TokensCommand::List { json } => {
+            store.tokens.sweep(&store.audit)?;
+            let list = store.tokens.list()?;
+            if *json {
+                return Ok(list.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
+            }
+            let mut out = format!(
+                "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  DESCRIPTION\n",
+                "TOKEN", "SHA-256", "EXPIRES", "USES LEFT", "ADDED BY"
+            );
+            for t in &list {
+                let expires = t.expires_at.clone().unwrap_or_else(|| "never".into());
+                let _ = writeln!(
+                    out,
+                    "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {}{}",
+                    escape(&t.shown),
+                    t.sha256_prefix,
+                    expires,
+                    t.uses_left,
+                    if t.added_by.is_empty() { "-".into() } else { escape(&t.added_by) },
+                    escape(t.description.as_deref().unwrap_or("-")),
+                    if t.weak { "  WEAK" } else { "" }
+                );
+            }
+            let _ = write!(out, "{} token(s)", list.len());
+            let weak = list.iter().filter(|t| t.weak).count();
+            if weak > 0 {
+                let _ = write!(
+                    out,
+                    "\nwarning: {weak} token(s) shorter than {} characters (WEAK): guessable; make tokens with `tokens add`",
+                    tokens::WEAK_BELOW
+                );
+            }
+            Ok(out)
+        }
+        TokensCommand::Revoke { key } => {
+            let fingerprint =
+                store.tokens.revoke(key).map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
+            audit(
+                &store,
+                "token_revoked",
+                json!({"token_sha256_prefix": fingerprint, "user": current_user()}),
+            )?;
+            Ok(format!("revoked the token with SHA-256 {fingerprint}…"))
+        }
+    }
+}
