@@ -15,30 +15,33 @@ pub const TEMP_PREFIX: &str = ".tmp-";
 
 /// Replaces `path` with `bytes`, durably, with the given file mode.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    replace(path, bytes, mode, true)
+    replace(path, bytes, mode)
 }
 
-/// Replaces `path` as [`write_atomic`] does but without the directory's
-/// `fsync`: after a crash the name holds the old content (or none) or the
-/// new, whole. For a caller that syncs the directory itself (with more
-/// names), or a write whose loss a recovery repairs (the record that ends a
-/// token admission).
-pub fn rewrite_recoverably(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    replace(path, bytes, mode, false)
-}
-
-fn replace(path: &Path, bytes: &[u8], mode: u32, sync_name: bool) -> io::Result<()> {
+fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
     let result = (|| {
         write_temp(&temp, bytes, mode)?;
         fs::rename(&temp, path)?;
-        if sync_name { sync_dir(dir) } else { Ok(()) }
+        sync_dir(dir)
     })();
     if result.is_err() {
         let _ = fs::remove_file(&temp);
     }
     result.map_err(|e| with_path(e, path))
+}
+
+/// Creates `path` (which must not exist) with `bytes`, whole, and `fsync`s
+/// its data, never through a link; the caller makes the name durable with
+/// the directory's `fsync`. For a file that is linked elsewhere before it
+/// is renamed or removed (a token admission's claim).
+pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    let written = write_temp(path, bytes, mode);
+    if written.is_err() {
+        let _ = fs::remove_file(path);
+    }
+    written.map_err(|e| with_path(e, path))
 }
 
 /// Writes a new temp file whole and `fsync`s its data, never through a

@@ -233,11 +233,14 @@ impl App {
                 continue;
             }
             if announced.is_some_and(|t| now - t > max_age) {
-                self.store.forget(&id)?;
+                // The event first: once the record is gone its poll says 404,
+                // and whoever sees that finds the reason in the trail (a crash
+                // in between repeats the event, which readers drop).
                 self.store.audit.record(
                     "forgotten",
                     serde_json::json!({"id": id.as_str(), "by": "expiry", "reason": "pending longer than the limit"}),
                 )?;
+                self.store.forget(&id)?;
                 tracing::info!(node = %id, "forgot a pending node past the age limit");
             } else {
                 pending += 1;

@@ -2,20 +2,28 @@
 //! disk or a failed write at any point leaves all or nothing of a token
 //! admission:
 //!
-//! 1. the record, pending, naming the token's ledger entry (`token_claim`);
+//! 1. the claim, `nodes/.claim-<id>.json`: the record, pending, naming the
+//!    token's ledger entry (`token_claim`), written whole;
 //! 2. the claim of a use in the [`super::ledger`], a hard link to that
-//!    record, and the `fsync` of both directories: the commit point;
-//! 3. the record saying `admitted` and the audit events (`announced`,
-//!    `admitted`, `trust_delivered`), side by side; then `approved/<id>` —
-//!    the answer goes out only after all of them.
+//!    file, and the `fsync` of both directories: the commit point;
+//! 3. the record `nodes/<id>.json` saying `admitted` and the audit events
+//!    (`announced`, `admitted`, `trust_delivered`), side by side; then
+//!    `approved/<id>` — the answer goes out only after all of them; then
+//!    the claim file is removed (the marker keeps its content).
+//!
+//! `nodes/<id>.json` is thus never the file the marker links to: on
+//! GlusterFS a client that had looked that name up kept reading the linked
+//! (old) file after another host renamed the admitted record over it.
 //!
 //! A write that fails after step 2 undoes what was made, the claim last
-//! but one (the token is usable again) and the record last. A crash after
-//! step 2 leaves a claimed use and a pending record naming it: the next
+//! but one (the token is usable again) and the files last. A crash after
+//! step 2 leaves a claimed use and a claim file naming it: the next
 //! maintenance pass ([`Store::recover`]) finishes the admission, and the
 //! node — which got no answer and announces again with a fresh secret and
 //! the same token — is recognised by its CA and answered `admitted` with
 //! the first id. A token's use is thus bound to the CA that spent it.
+//! (Earlier versions kept the pending record at `nodes/<id>.json` itself;
+//! such a record naming its claim is recovered the same way.)
 
 use std::io;
 
@@ -109,12 +117,12 @@ impl Store {
         };
         record.token_claim = Some(mac.as_str().to_string());
         // Whole but not yet durable: the claim makes it so, with its marker.
-        self.write_unclaimed_record(&record)?;
-        let record_path = self.record_path(&id);
+        let claim_path = self.write_claim(&record)?;
         for n in 1..=uses {
-            if self.tokens.ledger.claim(&mac, n, &record_path)? {
+            if self.tokens.ledger.claim(&mac, n, &claim_path)? {
                 return match self.finish(&mut record, token, Some(bundle_version)) {
                     Ok(()) => {
+                        self.remove_claim(&id);
                         if n == uses {
                             self.tokens.spent(token);
                         }
@@ -127,35 +135,74 @@ impl Store {
                 };
             }
         }
-        // Every use is spent: the node waits for an admin, as without a token.
+        // Every use is spent: the node waits for an admin, as without a
+        // token; its claim, linked nowhere, becomes its record.
         self.tokens.spent(token);
         if !room {
-            durable::remove_durably(&record_path)?;
+            durable::remove_durably(&claim_path)?;
             return Ok(no_room);
         }
+        let record_path = self.record_path(&id);
+        std::fs::rename(&claim_path, &record_path).map_err(|e| durable::with_path(e, &record_path))?;
         durable::sync_dir(&self.dir.join("nodes")).map_err(|e| durable::with_path(e, &self.dir))?;
         self.audit.record("announced", announced(&record, true))?;
         Ok(Admission { id, outcome: Outcome::Pending })
     }
 
-    /// Finishes an admission whose use a crash left claimed but unfinished.
-    /// True when `id` held a use of `claim` and is now admitted.
+    /// Finishes an admission whose use a crash left claimed but unfinished
+    /// (its claim file, or an earlier version's record, names the claim),
+    /// and removes a claim file that is done with: its admission finished,
+    /// or its claim never won a use (the node got no answer and announces
+    /// again). True when `id` held a use of `claim` and is now admitted.
+    /// Callers wait until no live process can still be finishing it.
     pub fn recover(&self, id: &NodeId, claim: &str) -> io::Result<bool> {
         let Some(mac) = Mac::parse(claim) else { return Ok(false) };
+        if self.is_approved(id) {
+            self.remove_claim(id);
+            return Ok(false);
+        }
         for n in 1..=MAX_USES_SCANNED {
             match self.tokens.ledger.holder(&mac, n)? {
-                None => return Ok(false),
+                None => break,
                 Some(Holder::Node(holder)) if holder == *id => {
-                    let Some(mut record) = self.read_record(id)? else { return Ok(false) };
+                    let Some(mut record) = self.read_record_or_claim(id)? else { return Ok(false) };
                     // No answer went out: the trust is delivered when the node announces again.
                     self.finish(&mut record, "", None)?;
+                    self.remove_claim(id);
                     tracing::warn!(node = %id, "finished a token admission a crash had cut short");
                     return Ok(true);
                 }
                 Some(_) => {}
             }
         }
+        self.remove_claim(id);
         Ok(false)
+    }
+
+    /// Step 1: the claim file, whole, its name not yet durable (the claim
+    /// of a use syncs the directory).
+    fn write_claim(&self, record: &NodeRecord) -> io::Result<std::path::PathBuf> {
+        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
+        let path = self.claim_path(&id);
+        match durable::write_new(&path, &json, 0o600) {
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                self.ensure_layout()?;
+                durable::write_new(&path, &json, 0o600)?;
+            }
+            other => other?,
+        }
+        Ok(path)
+    }
+
+    /// Removes a claim file that is done with; one left behind is removed
+    /// by a later recovery.
+    fn remove_claim(&self, id: &NodeId) {
+        if let Err(e) = std::fs::remove_file(self.claim_path(id))
+            && e.kind() != io::ErrorKind::NotFound
+        {
+            tracing::warn!(node = %id, cause = %e, "could not remove a finished admission's claim file");
+        }
     }
 
     /// Step 3 of the module's order: the record and the audit events side by
@@ -201,6 +248,7 @@ impl Store {
             durable::remove_durably(&self.marker("delivered", id)),
             self.tokens.ledger.release(mac, n),
             durable::remove_durably(&self.record_path(id)),
+            durable::remove_durably(&self.claim_path(id)),
         ];
         for step in steps {
             if let Err(e) = step {
@@ -226,7 +274,7 @@ impl Store {
             if self.is_rejected(&holder) {
                 continue;
             }
-            if let Some(earlier) = self.read_record(&holder)?
+            if let Some(earlier) = self.read_record_or_claim(&holder)?
                 && earlier.ca_sha256.is_some()
                 && earlier.ca_sha256 == fresh.ca_sha256
             {
@@ -252,6 +300,7 @@ impl Store {
         self.finish(&mut earlier, token, Some(bundle_version))?;
         let id =
             NodeId::parse(&earlier.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        self.remove_claim(&id);
         tracing::info!(node = %id, "the node that spent this token announced again: answered with its first id");
         Ok(Admission { id, outcome: Outcome::Admitted })
     }

@@ -127,13 +127,26 @@ pub struct Pending {
     pub announced: Option<i64>,
     /// The token use this record claims (while a token admission is under way).
     pub token_claim: Option<String>,
-    /// False for a record that says admitted but has no approval yet (a
-    /// token admission a crash cut short, which recovery finishes).
+    /// False for a record that says admitted but has no approval yet, and
+    /// for a claim (a token admission under way, or one a crash cut short,
+    /// which recovery finishes).
     pub is_pending: bool,
 }
 
-/// The last listing of unsettled ids: when, the directories' times then, the ids.
-type UnsettledListing = (std::time::Instant, Vec<Option<std::time::SystemTime>>, Vec<NodeId>);
+/// The last listing of the record directories: when, their times then, what it found.
+type UnsettledListing = (std::time::Instant, Vec<Option<std::time::SystemTime>>, Listing);
+
+/// What one listing of the record directories found.
+#[derive(Debug, Clone, Default)]
+struct Listing {
+    /// Records with neither approval nor rejection.
+    unsettled: Vec<NodeId>,
+    /// Token admissions under way, or cut short: `nodes/.claim-<id>.json`.
+    claims: Vec<NodeId>,
+}
+
+/// The name prefix of a token admission's claim in `nodes/`.
+const CLAIM_PREFIX: &str = ".claim-";
 
 /// The state directory: every read and write of it.
 pub struct Store {
@@ -286,6 +299,30 @@ impl Store {
         }
     }
 
+    /// `nodes/.claim-<id>.json`: a token admission's record while its use is
+    /// claimed, until the record at `nodes/<id>.json` says admitted. It has
+    /// its own name so that `nodes/<id>.json` never names the file the
+    /// ledger's marker links to: a network filesystem's client that saw
+    /// that name once kept reading the linked file after another host
+    /// renamed the admitted record over it (GlusterFS; README "Several
+    /// replicas").
+    pub fn claim_path(&self, id: &NodeId) -> PathBuf {
+        self.dir.join("nodes").join(format!("{CLAIM_PREFIX}{id}.json"))
+    }
+
+    /// The record, or the claim a token admission left before writing it.
+    pub fn read_record_or_claim(&self, id: &NodeId) -> io::Result<Option<NodeRecord>> {
+        if let Some(record) = self.read_record(id)? {
+            return Ok(Some(record));
+        }
+        let path = self.claim_path(id);
+        match durable::read_fresh(&path) {
+            Ok(bytes) => Ok(serde_json::from_slice(&bytes).ok()),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(durable::with_path(e, &path)),
+        }
+    }
+
     fn marker(&self, sub: &str, id: &NodeId) -> PathBuf {
         self.dir.join(sub).join(id.as_str())
     }
@@ -382,6 +419,7 @@ impl Store {
             self.lift_ca_rejection(&ca)?;
         }
         durable::remove_durably(&self.record_path(id))?;
+        durable::remove_durably(&self.claim_path(id))?;
         for sub in ["approved", "rejected", "delivered"] {
             durable::remove_durably(&self.marker(sub, id))?;
         }
@@ -416,20 +454,6 @@ impl Store {
                 create().map(|_| true).map_err(|e| durable::with_path(e, &path))
             }
             Err(e) => Err(durable::with_path(e, &path)),
-        }
-    }
-
-    /// A record about to claim a token's use: whole (temp file, `fsync`,
-    /// rename) but its name not yet durable; the claim syncs the directory.
-    fn write_unclaimed_record(&self, record: &NodeRecord) -> io::Result<()> {
-        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
-        let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-        match durable::rewrite_recoverably(&self.record_path(&id), &json, 0o600) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                self.ensure_layout()?;
-                durable::rewrite_recoverably(&self.record_path(&id), &json, 0o600)
-            }
-            other => other,
         }
     }
 
@@ -487,6 +511,11 @@ impl Store {
     /// listing names, whatever the number of admitted records. Ids are kept
     /// as 128-bit numbers (16 bytes each) while the listing runs.
     pub fn unsettled_ids(&self) -> io::Result<Vec<NodeId>> {
+        Ok(self.list_records_dirs()?.unsettled)
+    }
+
+    /// The listing behind [`Store::unsettled_ids`], with the claims seen in it.
+    fn list_records_dirs(&self) -> io::Result<Listing> {
         let mut settled: Vec<u128> = Vec::new();
         // The crash leftovers among these names are seen in the same listing.
         let mut temps: Vec<PathBuf> = Vec::new();
@@ -502,19 +531,23 @@ impl Store {
         // Sorted numbers, 16 bytes an id: a million settled records cost
         // 16 MiB while the listing runs, not a set of strings.
         settled.sort_unstable();
-        let mut ids = Vec::new();
+        let mut listing = Listing::default();
         self.each_name("nodes", |name| {
             if let Some(n) = name.strip_suffix(".json").and_then(id_number)
                 && settled.binary_search(&n).is_err()
                 && let Some(id) = name.strip_suffix(".json").and_then(NodeId::parse)
             {
-                ids.push(id);
+                listing.unsettled.push(id);
+            } else if let Some(id) =
+                name.strip_prefix(CLAIM_PREFIX).and_then(|n| n.strip_suffix(".json")).and_then(NodeId::parse)
+            {
+                listing.claims.push(id);
             } else if name.starts_with(durable::TEMP_PREFIX) {
                 temps.push(self.dir.join("nodes").join(name));
             }
         })?;
         remove_stale(&temps);
-        Ok(ids)
+        Ok(listing)
     }
 
     /// Calls `each` with every name in a subdirectory (none when it is
@@ -555,6 +588,11 @@ impl Store {
     /// are admitted. The periodic listing is the backstop for filesystems
     /// whose directory times lag (a network filesystem's other clients).
     pub fn unsettled_ids_cached(&self, reconcile_every: std::time::Duration) -> io::Result<Vec<NodeId>> {
+        Ok(self.listing_cached(reconcile_every)?.unsettled)
+    }
+
+    /// The listing behind [`Store::unsettled_ids_cached`].
+    fn listing_cached(&self, reconcile_every: std::time::Duration) -> io::Result<Listing> {
         let stamps: Vec<Option<std::time::SystemTime>> = ["nodes", "approved", "rejected"]
             .iter()
             .map(|sub| fs::metadata(self.dir.join(sub)).and_then(|m| m.modified()).ok())
@@ -563,16 +601,16 @@ impl Store {
         // the same clock tick: only a settled directory time is trusted.
         let settled = stamps.iter().flatten().all(|t| t.elapsed().is_ok_and(|age| age.as_secs() >= 2));
         let mut cache = self.unsettled.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((at, known, ids)) = cache.as_ref()
+        if let Some((at, known, listing)) = cache.as_ref()
             && settled
             && *known == stamps
             && at.elapsed() < reconcile_every
         {
-            return Ok(ids.clone());
+            return Ok(listing.clone());
         }
-        let ids = self.unsettled_ids()?;
-        *cache = Some((std::time::Instant::now(), stamps, ids.clone()));
-        Ok(ids)
+        let listing = self.list_records_dirs()?;
+        *cache = Some((std::time::Instant::now(), stamps, listing.clone()));
+        Ok(listing)
     }
 
     /// Records with neither approval nor rejection, read one by one (only
@@ -592,8 +630,11 @@ impl Store {
         }
         let rfc3339 = &time::format_description::well_known::Rfc3339;
         let mut pending = Vec::new();
-        for id in self.unsettled_ids_cached(reconcile_every)? {
-            let path = self.record_path(&id);
+        let listing = self.listing_cached(reconcile_every)?;
+        let claims = listing.claims.iter().map(|id| (id, true));
+        for (id, is_claim) in listing.unsettled.iter().map(|id| (id, false)).chain(claims) {
+            let id = id.clone();
+            let path = if is_claim { self.claim_path(&id) } else { self.record_path(&id) };
             let Ok(bytes) = durable::read_fresh(&path) else { continue }; // forgotten meanwhile
             let Ok(s) = serde_json::from_slice::<Summary>(&bytes) else { continue };
             let at = s.announced_at.and_then(|t| time::OffsetDateTime::parse(&t, rfc3339).ok());
@@ -603,7 +644,7 @@ impl Store {
             });
             // Admitted by its record alone: a token admission between its
             // record and its approval (recovery finishes it), or the reference's.
-            let is_pending = !s.admitted;
+            let is_pending = !s.admitted && !is_claim;
             pending.push(Pending { id, announced, token_claim: s.token_claim, is_pending });
         }
         Ok(pending)

@@ -238,16 +238,22 @@ async fn kill_9_during_token_bursts_leaves_every_admission_whole() {
     drop(server);
 }
 
-#[tokio::test]
-async fn an_admission_a_crash_cut_short_is_finished_and_the_node_gets_its_first_id_back() {
-    let fx = Fixture::new();
-    fx.write_tokens("crash-token-0001-long\n");
-    // The state a crash right after the claim leaves: a pending record that
-    // names the token's ledger entry, and the use held by that record.
-    let ca = certs::mint_node_ca("edge").unwrap();
+/// Where a crash right after a token's claim leaves the pending record.
+#[derive(Clone, Copy, PartialEq)]
+enum CutShort {
+    /// `nodes/.claim-<id>.json`, as this version writes it.
+    ClaimFile,
+    /// `nodes/<id>.json`, as earlier versions wrote it.
+    EarlierRecord,
+}
+
+/// The state a crash right after the claim leaves: a pending record (where
+/// `form` says) that names the token's ledger entry, and the use held by a
+/// link to it. `age` is how long ago it announced.
+fn cut_short_admission(fx: &Fixture, token: &str, ca: &Minted, form: CutShort, age: i64) -> NodeId {
     let store = Store::open(&fx.state()).unwrap();
     let ledger = Ledger::new(&fx.state());
-    let mac = ledger.mac("crash-token-0001-long").unwrap();
+    let mac = ledger.mac(token).unwrap();
     let id = NodeId::generate();
     let record = NodeRecord {
         id: id.to_string(),
@@ -259,18 +265,38 @@ async fn an_admission_a_crash_cut_short_is_finished_and_the_node_gets_its_first_
         ca_sha256: Some(janus_registration::pki::sha256_hex(
             &janus_registration::pki::first_certificate(ca.cert_pem.as_bytes(), "ca").unwrap(),
         )),
-        // A minute ago: maintenance leaves younger ones to a live process.
         announced_at: Some(janus_registration::clock::unix_to_rfc3339(
-            janus_registration::store::tokens::now_unix() - 60,
+            janus_registration::store::tokens::now_unix() - age,
         )),
         peer_address: None,
         admitted_by: None,
         token_claim: Some(mac.as_str().into()),
         extra: Default::default(),
     };
-    store.write_record(&record).unwrap();
-    assert!(ledger.claim(&mac, 1, &store.record_path(&id)).unwrap());
+    let held = match form {
+        CutShort::ClaimFile => store.claim_path(&id),
+        CutShort::EarlierRecord => store.record_path(&id),
+    };
+    let json = serde_json::to_vec_pretty(&record).unwrap();
+    janus_registration::durable::write_new(&held, &json, 0o600).unwrap();
+    assert!(ledger.claim(&mac, 1, &held).unwrap());
     assert!(whole_admissions(&fx.state()).is_err());
+    id
+}
+
+#[tokio::test]
+async fn an_admission_a_crash_cut_short_is_finished_and_the_node_gets_its_first_id_back() {
+    for form in [CutShort::ClaimFile, CutShort::EarlierRecord] {
+        crash_window_healed(form).await;
+    }
+}
+
+async fn crash_window_healed(form: CutShort) {
+    let fx = Fixture::new();
+    fx.write_tokens("crash-token-0001-long\n");
+    let ca = certs::mint_node_ca("edge").unwrap();
+    // A minute ago: maintenance leaves younger ones to a live process.
+    let id = cut_short_admission(&fx, "crash-token-0001-long", &ca, form, 60);
 
     let server = InProcess::start(fx.config()).await;
     let state = fx.state();
@@ -290,6 +316,27 @@ async fn an_admission_a_crash_cut_short_is_finished_and_the_node_gets_its_first_
     let answer = post(&client, &announcement("other", &other, "crash-token-0001-long", &new_secret())).await;
     assert_eq!(json(&answer)["admitted"], false);
     assert_eq!(whole_admissions(&fx.state()), Ok(1));
+    let store = Store::open(&fx.state()).unwrap();
+    assert!(!store.claim_path(&id).exists(), "the finished admission's claim file is removed");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn the_same_ca_announcing_while_its_admission_is_cut_short_is_admitted_with_its_first_id() {
+    let fx = Fixture::new();
+    fx.write_tokens("crash-token-0002-long\n");
+    let ca = certs::mint_node_ca("edge").unwrap();
+    // Just now: no maintenance pass touches it yet; the node's retry finishes it.
+    let id = cut_short_admission(&fx, "crash-token-0002-long", &ca, CutShort::ClaimFile, 0);
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let secret = new_secret();
+    let answer = post(&client, &announcement("edge", &ca, "crash-token-0002-long", &secret)).await;
+    assert_eq!(json(&answer)["admitted"], true, "{}", answer.text());
+    assert_eq!(json(&answer)["id"], id.as_str());
+    assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 200);
+    assert_eq!(whole_admissions(&fx.state()), Ok(1));
+    assert!(!Store::open(&fx.state()).unwrap().claim_path(&id).exists());
     server.stop().await;
 }
 
