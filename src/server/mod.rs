@@ -53,6 +53,8 @@ pub const LISTEN_BACKLOG: i32 = 4096;
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take to send a request's head.
 pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long a client may take to send an announcement's body, by default.
+pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
 /// Bounds request heads: enough for any header a node or a browser sends.
 const MAX_HEAD_BYTES: usize = 32 * 1024;
 
@@ -88,6 +90,8 @@ pub struct ServeConfig {
     pub handshake_timeout: Duration,
     /// Time a client gets for its request head (metrics listener too).
     pub head_timeout: Duration,
+    /// Time a client gets for an announcement's body, once its head is in (408 after).
+    pub body_timeout: Duration,
     /// Open connections one source (an IPv4 address, an IPv6 /64) may hold;
     /// 0: no per-source cap.
     pub max_connections_per_source: usize,
@@ -109,6 +113,7 @@ impl ServeConfig {
             max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             head_timeout: DEFAULT_HEAD_TIMEOUT,
+            body_timeout: DEFAULT_BODY_TIMEOUT,
             shutdown_grace: Duration::from_secs(10),
             limits: limits::LimitsConfig::default(),
             admission: None,
@@ -178,6 +183,8 @@ pub struct App {
     /// What `/metrics` exports.
     pub metrics: metrics::Metrics,
     reconcile_every: Duration,
+    /// Time a client gets for an announcement's body.
+    body_timeout: Duration,
     /// The last state-directory check and when it was made: `/healthz` is
     /// the benchmark's ceiling, so it must not cost a file write per request.
     health: std::sync::Mutex<Option<(std::time::Instant, Result<(), Unhealthy>)>>,
@@ -318,6 +325,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         policy,
         metrics: metrics::Metrics::default(),
         reconcile_every: config.reconcile_every,
+        body_timeout: config.body_timeout,
         health: std::sync::Mutex::new(None),
     };
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);

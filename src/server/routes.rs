@@ -23,9 +23,6 @@ use crate::protocol::{AnnounceAnswer, Announcement, MAX_BODY};
 use crate::store::admission::Outcome;
 use crate::store::{NodeId, NodeRecord};
 
-/// How long a client may take to send its body once its headers arrived.
-const BODY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
 /// `POST /register`: validates, stores, admits when a token allows, answers 201.
 pub async fn announce(
     State(app): State<Arc<App>>,
@@ -59,7 +56,7 @@ async fn announce_or_refuse(
     body: Body,
 ) -> Result<(bool, AnnounceAnswer), ApiError> {
     app.limiter.check(peer.ip()).map_err(ApiError::TooMany)?;
-    let body = read_body(&headers, body).await?;
+    let body = read_body(&headers, body, app.body_timeout).await?;
     let announcement = Announcement::parse(&body)?;
     // Full: only an announcement a token admits gets in, with or without a
     // token (a made-up token must not be a way around the cap).
@@ -235,13 +232,14 @@ pub async fn not_found() -> ApiError {
     ApiError::NotFound
 }
 
-async fn read_body(headers: &HeaderMap, body: Body) -> Result<Bytes, ApiError> {
+/// The body, at most [`MAX_BODY`], within `timeout` once the head is in.
+async fn read_body(headers: &HeaderMap, body: Body, timeout: std::time::Duration) -> Result<Bytes, ApiError> {
     let declared =
         headers.get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY as u64) {
         return Err(ApiError::TooLarge);
     }
-    match tokio::time::timeout(BODY_TIMEOUT, axum::body::to_bytes(body, MAX_BODY)).await {
+    match tokio::time::timeout(timeout, axum::body::to_bytes(body, MAX_BODY)).await {
         Err(_) => Err(ApiError::Timeout),
         Ok(Ok(bytes)) => Ok(bytes),
         Ok(Err(e)) => {

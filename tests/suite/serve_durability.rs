@@ -161,9 +161,14 @@ async fn secrets_and_tokens_appear_in_no_log_and_secrets_in_no_file() {
 
 #[tokio::test]
 async fn a_client_that_sends_nothing_is_cut_off() {
-    use tokio::io::AsyncReadExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let fx = Fixture::new();
-    let server = InProcess::start(fx.config()).await;
+    let mut config = fx.config();
+    // Short, so that the test does not wait out the defaults (10 s, 5 s, 10 s).
+    config.handshake_timeout = Duration::from_millis(500);
+    config.head_timeout = Duration::from_millis(500);
+    config.body_timeout = Duration::from_millis(500);
+    let server = InProcess::start(config).await;
     // Before the handshake.
     let mut silent = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let mut buf = [0u8; 64];
@@ -174,9 +179,20 @@ async fn a_client_that_sends_nothing_is_cut_off() {
     let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(config.clone()).connect(name.clone(), tcp).await.unwrap();
     let closed = tokio::time::timeout(Duration::from_secs(30), tls.read(&mut buf)).await;
     assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "not closed: {closed:?}");
+
+    // A head, then less body than it announced: 408, a JSON error.
+    let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
+    let head = "POST /register HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"protocol\"";
+    tls.write_all(head.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(30), tls.read_to_end(&mut answer)).await;
+    let answer = String::from_utf8_lossy(&answer);
+    assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
+    assert!(answer.contains("\"error\""), "{answer}");
     server.stop().await;
 }
 
