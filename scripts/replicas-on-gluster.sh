@@ -8,8 +8,11 @@
 # everything down. Needs root and /dev/fuse; says SKIPPED where either, the
 # packages or the mounts are refused.
 #
-#   scripts/replicas-on-gluster.sh
+#   scripts/replicas-on-gluster.sh            # default volume options (CI)
+#   scripts/replicas-on-gluster.sh --tuned    # every client cache off, to compare
 set -euo pipefail
+tuned=""
+[ "${1:-}" = --tuned ] && tuned=1
 cd "$(dirname "$0")/.."
 
 skip() { echo "replicas-on-gluster: SKIPPED: $*"; exit 0; }
@@ -44,9 +47,21 @@ if ! gluster --mode=script volume list >/dev/null 2>&1; then
   for _ in $(seq 50); do gluster --mode=script volume list >/dev/null 2>&1 && break; sleep 0.2; done
 fi
 gluster --mode=script volume create "$volume" "$host:$root/brick" force >/dev/null || skip "volume create refused"
+mount_options=()
+options="default options"
+if [ -n "$tuned" ]; then
+  # What the issue found necessary before the ledger: no client-side cache at all.
+  for option in performance.quick-read performance.io-cache performance.stat-prefetch \
+      performance.write-behind performance.read-ahead performance.open-behind \
+      performance.readdir-ahead performance.nl-cache; do
+    gluster --mode=script volume set "$volume" "$option" off >/dev/null || skip "volume set $option refused"
+  done
+  mount_options=(-o attribute-timeout=0,entry-timeout=0,negative-timeout=0)
+  options="client caches off: performance translators off, FUSE timeouts 0"
+fi
 gluster --mode=script volume start "$volume" >/dev/null || skip "volume start refused"
-mount -t glusterfs "127.0.0.1:/$volume" "$root/m1" || skip "mount refused"
-mount -t glusterfs "127.0.0.1:/$volume" "$root/m2" || skip "second mount refused"
-echo "replicas-on-gluster: volume $volume (default options) mounted at $root/m1 and $root/m2"
+mount -t glusterfs "${mount_options[@]}" "127.0.0.1:/$volume" "$root/m1" || skip "mount refused"
+mount -t glusterfs "${mount_options[@]}" "127.0.0.1:/$volume" "$root/m2" || skip "second mount refused"
+echo "replicas-on-gluster: volume $volume ($options) mounted at $root/m1 and $root/m2"
 JANUS_GLUSTER_MOUNTS="$root/m1:$root/m2" JANUS_GLUSTER_BRICK="$root/brick" JANUS_GLUSTER_VOLUME="$volume" cargo test --locked --test suite replicas_gluster:: -- --nocapture 2>&1 \
   | grep -E -A2 "^gluster:|^unfinished:|^test |test result|panicked|assert" || { echo "replicas-on-gluster: FAILED"; exit 1; }
