@@ -116,7 +116,7 @@ impl RateLimiter {
         }
     }
 
-    /// Sources tracked now (at most twice [`GENERATION`]).
+    /// Sources tracked now (at most twice a generation's 32,768).
     pub fn tracked(&self) -> usize {
         let buckets = self.buckets.lock().unwrap_or_else(|e| e.into_inner());
         buckets.current.len() + buckets.previous.len()
@@ -142,9 +142,35 @@ impl PendingCount {
     }
 }
 
+/// A warning that a flood would repeat many times a second (a full
+/// queue, accepts failing for want of file descriptors): said at most
+/// once per interval, so the log stays readable and costs nothing.
+#[derive(Debug, Default)]
+pub struct LogThrottle(std::sync::Mutex<Option<std::time::Instant>>);
+
+impl LogThrottle {
+    /// True at most once per `every`: when the warning is to be logged now.
+    pub fn due(&self, every: std::time::Duration) -> bool {
+        let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if last.is_some_and(|at| at.elapsed() < every) {
+            return false;
+        }
+        *last = Some(std::time::Instant::now());
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_throttled_warning_is_due_once_per_interval() {
+        let throttle = LogThrottle::default();
+        assert!(throttle.due(std::time::Duration::from_secs(60)));
+        assert!(!throttle.due(std::time::Duration::from_secs(60)));
+        assert!(throttle.due(std::time::Duration::ZERO));
+    }
 
     #[test]
     fn a_burst_then_the_steady_rate_per_source() {

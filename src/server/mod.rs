@@ -185,6 +185,8 @@ pub struct App {
     reconcile_every: Duration,
     /// Time a client gets for an announcement's body.
     body_timeout: Duration,
+    /// Accepts failing for want of file descriptors are logged at most once a minute.
+    emfile_logged: limits::LogThrottle,
     /// The last state-directory check and when it was made: `/healthz` is
     /// the benchmark's ceiling, so it must not cost a file write per request.
     health: std::sync::Mutex<Option<(std::time::Instant, Result<(), Unhealthy>)>>,
@@ -326,6 +328,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         metrics: metrics::Metrics::default(),
         reconcile_every: config.reconcile_every,
         body_timeout: config.body_timeout,
+        emfile_logged: Default::default(),
         health: std::sync::Mutex::new(None),
     };
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);
@@ -485,9 +488,11 @@ fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
         None if !accepted => "accept",
         None => "tls",
     };
-    if reason == "emfile" {
+    // The accept loop retries every 50 ms: once a minute is enough to be read.
+    if reason == "emfile" && app.emfile_logged.due(Duration::from_secs(60)) {
         tracing::warn!(
-            "out of file descriptors at accept: raise the open-file limit or lower --max-connections"
+            "out of file descriptors at accept: raise the open-file limit or lower --max-connections \
+             (said at most once a minute; counted in janus_registration_connection_failures_total)"
         );
     }
     metrics::Metrics::outcome(&app.metrics.connection_failures, reason);

@@ -17,7 +17,7 @@ use std::collections::HashSet;
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 use tokio::io::AsyncWriteExt;
@@ -50,8 +50,8 @@ pub struct Policy {
     waiting: Mutex<Option<mpsc::Receiver<NodeId>>>,
     /// The process groups alive now, to kill at shutdown.
     groups: Arc<Mutex<HashSet<i32>>>,
-    /// When a full queue was last logged: at most once a minute.
-    full_logged: Mutex<Option<Instant>>,
+    /// A full queue is logged at most once a minute.
+    full_logged: super::limits::LogThrottle,
 }
 
 impl Policy {
@@ -64,7 +64,7 @@ impl Policy {
             queue,
             waiting: Mutex::new(Some(waiting)),
             groups: Arc::default(),
-            full_logged: Mutex::new(None),
+            full_logged: Default::default(),
         }
     }
 
@@ -91,9 +91,7 @@ impl Policy {
         if self.queue.try_send(id).is_ok() {
             return true;
         }
-        let mut logged = self.full_logged.lock().unwrap_or_else(|e| e.into_inner());
-        if logged.is_none_or(|at| at.elapsed() >= Duration::from_secs(60)) {
-            *logged = Some(Instant::now());
+        if self.full_logged.due(Duration::from_secs(60)) {
             tracing::warn!(
                 queue = self.config.queue,
                 "the admission command's queue is full: new pending nodes wait for an admin"
