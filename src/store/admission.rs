@@ -123,8 +123,14 @@ impl Store {
                 return match self.finish(&mut record, token, Some(bundle_version)) {
                     Ok(()) => {
                         self.remove_claim(&id);
+                        // Blanked from `tokens` only once no use can come
+                        // back (another admission of this token failing).
                         if n == uses {
-                            self.tokens.spent(token);
+                            if uses == 1 || self.tokens.ledger.spent_for_good(&mac, uses)? {
+                                self.tokens.spent(token);
+                            } else {
+                                self.tokens.sweep_later();
+                            }
                         }
                         Ok(Admission { id, outcome: Outcome::Admitted })
                     }
@@ -136,8 +142,14 @@ impl Store {
             }
         }
         // Every use is spent: the node waits for an admin, as without a
-        // token; its claim, linked nowhere, becomes its record.
-        self.tokens.spent(token);
+        // token; its claim, linked nowhere, becomes its record. The token
+        // is blanked once no admission of it can still fail and give a use
+        // back (else the next sweep does it).
+        if self.tokens.ledger.spent_for_good(&mac, uses)? {
+            self.tokens.spent(token);
+        } else {
+            self.tokens.sweep_later();
+        }
         if !room {
             durable::remove_durably(&claim_path)?;
             return Ok(no_room);

@@ -159,6 +159,30 @@ impl Ledger {
         (1..=uses).filter(|&n| present(&self.marker(mac, n)).unwrap_or(true)).count() as u32
     }
 
+    /// Whether every one of the `uses` uses of `mac` is spent for good:
+    /// revoked, or held by a node whose admission ended (approved, or
+    /// rejected since). A use claimed by an admission still under way is
+    /// not: that admission may fail and give the use back, and a token
+    /// blanked from `tokens` meanwhile would be lost to its node.
+    pub fn spent_for_good(&self, mac: &Mac, uses: u32) -> io::Result<bool> {
+        let state = self.dir.parent().unwrap_or(&self.dir);
+        for n in 1..=uses {
+            match self.holder(mac, n)? {
+                None => return Ok(false),
+                Some(Holder::Revoked) => {}
+                Some(Holder::Node(id)) => {
+                    let ended = ["approved", "rejected"]
+                        .iter()
+                        .any(|sub| present(&state.join(sub).join(id.as_str())).unwrap_or(false));
+                    if !ended {
+                        return Ok(false);
+                    }
+                }
+            }
+        }
+        Ok(true)
+    }
+
     /// Fills every free use of `mac` (`tokens revoke`): a revoked token
     /// admits nobody even if a copy of `tokens` still lists it.
     pub fn revoke(&self, mac: &Mac, uses: u32) -> io::Result<()> {

@@ -223,6 +223,12 @@ impl Tokens {
         }
     }
 
+    /// Asks the next sweep to look at spent tokens again: one was spent
+    /// while another admission of it was still under way.
+    pub fn sweep_later(&self) {
+        self.listed().unswept = true;
+    }
+
     /// One turn of the tidier thread: waits up to `wait` for spent tokens,
     /// then blanks them as one batch (one `fsync`). From its first turn on,
     /// [`Tokens::spent`] queues instead of blanking.
@@ -316,19 +322,30 @@ impl Tokens {
         let listed = self.listed_in_order();
         let mut gone = Vec::new();
         let mut expired = 0;
+        let mut under_way = false;
         for token in &listed {
             let meta = meta.get(&sha256_hex(token.as_bytes())).cloned().unwrap_or_default();
             if meta.expired(now) {
                 audit.record("token_expired", json!({"token_sha256_prefix": token_fingerprint(token)}))?;
                 expired += 1;
                 gone.push(token.clone());
-            } else if unswept
-                && self.ledger.used(&self.ledger.mac(token)?, meta.total_uses()) >= meta.total_uses()
-            {
+            } else if unswept {
                 // Only after someone else wrote the file: the ledger is
                 // asked once per token per change, not at every pass.
-                gone.push(token.clone());
+                let mac = self.ledger.mac(token)?;
+                if self.ledger.used(&mac, meta.total_uses()) < meta.total_uses() {
+                    continue;
+                }
+                if self.ledger.spent_for_good(&mac, meta.total_uses())? {
+                    gone.push(token.clone());
+                } else {
+                    // An admission under way: asked again at the next pass.
+                    under_way = true;
+                }
             }
+        }
+        if under_way {
+            self.listed().unswept = true;
         }
         if !gone.is_empty() {
             self.blank(&gone)?;

@@ -71,14 +71,29 @@ fn swarm_reports_rates_and_writes_json() {
     std::fs::write(&tokens, "s1\ns2\ns3\n").unwrap();
     let json = fx.dir.path().join("report.json");
     let root = fx.fleet_dir().join("root.crt");
-    let output = Command::new(BIN)
-        .args(["agent", "swarm", "--addr", &server.addr.to_string(), "--fleet-root", root.to_str().unwrap()])
-        .args(["--nodes", "12", "--concurrency", "4", "--polls", "2", "--tokens", tokens.to_str().unwrap()])
-        .args(["--approve-in", fx.state().to_str().unwrap(), "--json", json.to_str().unwrap()])
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    assert!(output.status.success(), "{stdout} {}", String::from_utf8_lossy(&output.stderr));
+    let (ok, stdout, stderr) = cli_with(
+        Command::new(BIN)
+            .args([
+                "agent",
+                "swarm",
+                "--addr",
+                &server.addr.to_string(),
+                "--fleet-root",
+                root.to_str().unwrap(),
+            ])
+            .args([
+                "--nodes",
+                "12",
+                "--concurrency",
+                "4",
+                "--polls",
+                "2",
+                "--tokens",
+                tokens.to_str().unwrap(),
+            ])
+            .args(["--approve-in", fx.state().to_str().unwrap(), "--json", json.to_str().unwrap()]),
+    );
+    assert!(ok, "{stdout} {stderr}");
     assert!(stdout.contains("announce") && stdout.contains("poll"), "{stdout}");
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["announce"]["outcomes"]["201"], 12);

@@ -92,18 +92,12 @@ async fn healthz_metrics_and_json_logs() {
     args.extend(["--log-format", "json", "--metrics-listen"].map(String::from));
     args.push(format!("127.0.0.1:{metrics_port}"));
     let server = Process::start(&args);
-    let health =
-        Command::new(BIN).args(["healthcheck", "--addr", &server.addr.to_string()]).output().unwrap();
-    assert!(health.status.success(), "{}", String::from_utf8_lossy(&health.stderr));
-    assert!(String::from_utf8_lossy(&health.stdout).contains("ok"));
+    let (ok, stdout, stderr) = cli(&["healthcheck", "--addr", &server.addr.to_string()]);
+    assert!(ok && stdout.contains("ok"), "{stdout} {stderr}");
 
     let client = node_client(&fx, server.addr);
     let ca = certs::mint_node_ca("edge").unwrap();
-    let secret = new_secret();
-    let id = json(&post(&client, &announcement("edge", &ca, "", &secret)).await)["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, secret, _) = announce(&client, "edge", &ca, "").await;
     assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 202);
     assert_eq!(post(&client, b"[]").await.status, 400);
 
@@ -221,12 +215,8 @@ async fn three_replicas_on_one_state_directory_survive_a_kill_9() {
     // Approve the pending ones with the admin command; any live replica hands out the trust.
     let pending: Vec<_> = answered.iter().filter(|a| !a.2).collect();
     for (id, ..) in pending.iter().take(10) {
-        let out = Command::new(BIN)
-            .args(["nodes", "approve", id, "--unchecked", "--state"])
-            .arg(fx.state())
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let (ok, _, stderr) = admin(&fx.state(), &["nodes", "approve", id, "--unchecked"]);
+        assert!(ok, "{stderr}");
     }
     for (n, (id, secret, admitted, _)) in answered.iter().enumerate() {
         let approved = *admitted || pending.iter().take(10).any(|p| &p.0 == id);

@@ -148,10 +148,7 @@ async fn a_rejection_sticks_to_the_ca_until_the_record_is_forgotten() {
     let client = node_client(&fx, server.addr);
     let state = fx.state();
     let ca = certs::mint_node_ca("edge").unwrap();
-    let first = json(&post(&client, &announcement("edge", &ca, "", &new_secret())).await)["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (first, _, _) = announce(&client, "edge", &ca, "").await;
     let (ok, out, err) = admin(&state, &["nodes", "reject", &first]);
     assert!(ok && out.contains("its CA"), "{out}{err}");
 
@@ -178,11 +175,7 @@ async fn a_rejection_sticks_to_the_ca_until_the_record_is_forgotten() {
     assert_eq!(get(&client, &format!("/register/{again}"), Some(&secret)).await.status, 200);
 
     // A `touch approved/<id>` by hand wins over a rejected CA, and says so.
-    let secret3 = new_secret();
-    let third = json(&post(&client, &announcement("edge", &ca, "", &secret3)).await)["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (third, secret3, _) = announce(&client, "edge", &ca, "").await;
     assert_eq!(get(&client, &format!("/register/{third}"), Some(&secret3)).await.status, 404);
     std::fs::write(state.join("approved").join(&third), b"").unwrap();
     assert_eq!(get(&client, &format!("/register/{third}"), Some(&secret3)).await.status, 200);

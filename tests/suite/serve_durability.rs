@@ -71,13 +71,9 @@ async fn two_server_processes_share_the_tokens_exactly_once() {
 async fn the_state_survives_a_restart() {
     let fx = Fixture::new();
     let ca = certs::mint_node_ca("edge").unwrap();
-    let secret = new_secret();
     let mut first = Process::start(&fx.serve_args());
     let client = node_client(&fx, first.addr);
-    let id = json(&post(&client, &announcement("edge", &ca, "", &secret)).await)["id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (id, secret, _) = announce(&client, "edge", &ca, "").await;
     first.kill();
 
     let second = Process::start(&fx.serve_args());

@@ -340,6 +340,23 @@ async fn the_same_ca_announcing_while_its_admission_is_cut_short_is_admitted_wit
     server.stop().await;
 }
 
+#[test]
+fn a_sweep_while_an_admission_is_under_way_leaves_its_token_listed() {
+    let fx = Fixture::new();
+    fx.write_tokens("under-way-0001-long\n");
+    let ca = certs::mint_node_ca("edge").unwrap();
+    // A use claimed, the admission not finished (no approval yet).
+    let id = cut_short_admission(&fx, "under-way-0001-long", &ca, CutShort::ClaimFile, 0);
+    let store = Store::open(&fx.state()).unwrap();
+    store.tokens.sweep(&store.audit).unwrap();
+    assert!(fx.tokens().contains("under-way-0001-long"), "blanked while its admission could still fail");
+    // Had it failed, the use would come back and the token admit again:
+    // still listed, it can. It finishes instead: the next sweep blanks it.
+    store.approve(&id, "token", "").unwrap();
+    store.tokens.sweep(&store.audit).unwrap();
+    assert!(!fx.tokens().contains("under-way-0001-long"), "spent for good, still listed");
+}
+
 #[tokio::test]
 async fn the_state_directory_removed_and_made_again_under_the_server() {
     let fx = Fixture::new();
