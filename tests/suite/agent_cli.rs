@@ -17,49 +17,48 @@ fn agent_from_user_data_exits_pending_then_admitted() {
     let ud = fx.dir.path().join("user-data.json");
     std::fs::write(&ud, user_data.to_string()).unwrap();
     let node = fx.dir.path().join("node");
-    let agent = |extra: &[&str]| {
-        Command::new(BIN)
-            .args(["agent", "--dir", node.to_str().unwrap(), "--user-data", ud.to_str().unwrap(), "--once"])
-            .args(extra)
-            .output()
-            .unwrap()
+    let agent = || {
+        cli_exit(Command::new(BIN).args([
+            "agent",
+            "--dir",
+            node.to_str().unwrap(),
+            "--user-data",
+            ud.to_str().unwrap(),
+            "--once",
+        ]))
     };
-    let first = agent(&[]);
-    let stdout = String::from_utf8_lossy(&first.stdout).to_string();
-    assert_eq!(first.status.code(), Some(2), "pending: {stdout}");
+    let (code, stdout, _) = agent();
+    assert_eq!(code, Some(2), "pending: {stdout}");
     assert!(stdout.contains("pki: this node's CA: SHA-256 "), "{stdout}");
     assert!(stdout.contains("as edge-3 ("), "{stdout}");
     assert!(!node.join("token").exists());
 
     let id = records(&fx.state())[0]["id"].as_str().unwrap().to_string();
     std::fs::write(fx.state().join("approved").join(&id), b"").unwrap();
-    let second = agent(&[]);
-    assert_eq!(second.status.code(), Some(0), "{}", String::from_utf8_lossy(&second.stdout));
+    let (code, stdout, _) = agent();
+    assert_eq!(code, Some(0), "{stdout}");
     assert!(node.join("registered").exists());
     // The user-data does not provision a second time: the dropped token stays dropped.
     assert!(!node.join("token").exists());
 
     let bad = fx.dir.path().join("bad.json");
     std::fs::write(&bad, r#"{"registration_token":"t"}"#).unwrap();
-    let refused = Command::new(BIN)
-        .args([
-            "agent",
-            "--dir",
-            fx.dir.path().join("n2").to_str().unwrap(),
-            "--user-data",
-            bad.to_str().unwrap(),
-        ])
-        .output()
-        .unwrap();
-    assert_eq!(refused.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&refused.stderr).contains("registration_token needs controller_address"));
+    let n2 = fx.dir.path().join("n2");
+    let (code, _, stderr) = cli_exit(Command::new(BIN).args([
+        "agent",
+        "--dir",
+        n2.to_str().unwrap(),
+        "--user-data",
+        bad.to_str().unwrap(),
+    ]));
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("registration_token needs controller_address"), "{stderr}");
 
-    let unprovisioned = Command::new(BIN)
-        .args(["agent", "--once", "--dir", fx.dir.path().join("n3").to_str().unwrap()])
-        .output()
-        .unwrap();
-    assert_eq!(unprovisioned.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&unprovisioned.stderr).contains("has no address file"));
+    let n3 = fx.dir.path().join("n3");
+    let (code, _, stderr) =
+        cli_exit(Command::new(BIN).args(["agent", "--once", "--dir", n3.to_str().unwrap()]));
+    assert_eq!(code, Some(1));
+    assert!(stderr.contains("has no address file"), "{stderr}");
 }
 
 #[test]

@@ -60,14 +60,12 @@ fn the_dockerfile_matches_the_binary_and_the_documented_paths() {
 
     // The image's command, with the image's environment, is a valid `serve`:
     // it gets past argument parsing to the startup checks (no fleet here).
-    let serve = Command::new(BIN).args(&cmd).envs(env.iter().map(|(k, v)| (k, v))).output().unwrap();
-    let stderr = String::from_utf8_lossy(&serve.stderr);
-    assert_eq!(serve.status.code(), Some(1), "{stderr}");
+    let (code, _, stderr) = cli_exit(Command::new(BIN).args(&cmd).envs(env.iter().map(|(k, v)| (k, v))));
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("/etc/janus-registration/fleet"), "{stderr}");
     // The health check too: parsed, then no server to ask.
-    let health = Command::new(BIN).args(&healthcheck[1..]).output().unwrap();
-    let stderr = String::from_utf8_lossy(&health.stderr);
-    assert_eq!(health.status.code(), Some(1), "{stderr}");
+    let (code, _, stderr) = cli_exit(Command::new(BIN).args(&healthcheck[1..]));
+    assert_eq!(code, Some(1), "{stderr}");
     assert!(stderr.contains("does not answer"), "{stderr}");
 }
 

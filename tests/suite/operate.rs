@@ -351,13 +351,13 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
     let path = format!("/register/{id}");
     assert_eq!(served_bundle_version(&json(&get(&client, &path, Some(&secret)).await)), 1);
 
-    let resign = Command::new(BIN)
-        .args(["certs", "fleet", "--out"])
-        .arg(fx.fleet_dir())
-        .args(["--bundle-version", "2"])
-        .output()
-        .unwrap();
-    assert!(resign.status.success());
+    let (ok, _, stderr) = cli_with(
+        Command::new(BIN)
+            .args(["certs", "fleet", "--out"])
+            .arg(fx.fleet_dir())
+            .args(["--bundle-version", "2"]),
+    );
+    assert!(ok, "{stderr}");
     let served = || async { served_bundle_version(&json(&get(&client, &path, Some(&secret)).await)) };
     let version = eventually(served, |v| *v == 2).await;
     assert_eq!(version, 2, "the new bundle is served from the next request");
@@ -378,15 +378,15 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
     };
     let before = leaf_der();
     assert_eq!(presented_certificate(server.addr).await, before);
-    let renew = Command::new(BIN)
-        .args(["certs", "controller", "--fleet"])
-        .arg(fx.fleet_dir())
-        .arg("--out")
-        .arg(fx.dir.path().join("controller"))
-        .args(["--san", "127.0.0.1", "--renew-within", "400d"])
-        .output()
-        .unwrap();
-    assert!(renew.status.success());
+    let (ok, _, stderr) = cli_with(
+        Command::new(BIN)
+            .args(["certs", "controller", "--fleet"])
+            .arg(fx.fleet_dir())
+            .arg("--out")
+            .arg(fx.dir.path().join("controller"))
+            .args(["--san", "127.0.0.1", "--renew-within", "400d"]),
+    );
+    assert!(ok, "{stderr}");
     let after = leaf_der();
     assert_ne!(before, after);
     let presented = eventually(|| presented_certificate(server.addr), |p| *p == after).await;

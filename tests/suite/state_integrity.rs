@@ -408,9 +408,8 @@ fn a_world_writable_state_directory_is_refused_and_leftovers_removed() {
     let fx = Fixture::new();
     fs::create_dir_all(fx.state()).unwrap();
     fs::set_permissions(fx.state(), fs::Permissions::from_mode(0o777)).unwrap();
-    let out = std::process::Command::new(BIN).args(fx.serve_args()).output().unwrap();
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("world-writable"), "{err}");
+    let (ok, _, err) = cli(&fx.serve_args());
+    assert!(!ok && err.contains("world-writable"), "{err}");
     // Group-writable stays allowed; old temp files go, fresh ones stay.
     fs::set_permissions(fx.state(), fs::Permissions::from_mode(0o770)).unwrap();
     let old = fx.state().join(".tmp-tokens-0123");

@@ -423,9 +423,15 @@ pub fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String, String) {
 
 /// `command` (the binary, set up by the caller) run to its end: (success, stdout, stderr).
 pub fn cli_with(command: &mut Command) -> (bool, String, String) {
+    let (code, stdout, stderr) = cli_exit(command);
+    (code == Some(0), stdout, stderr)
+}
+
+/// `command` run to its end, for a test of its exit code: (code, stdout, stderr).
+pub fn cli_exit(command: &mut Command) -> (Option<i32>, String, String) {
     let output = command.output().unwrap();
     (
-        output.status.success(),
+        output.status.code(),
         String::from_utf8_lossy(&output.stdout).to_string(),
         String::from_utf8_lossy(&output.stderr).to_string(),
     )
