@@ -197,13 +197,7 @@ impl Store {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
         let path = self.claim_path(&id);
-        match durable::write_new(&path, &json, 0o600) {
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                self.ensure_layout()?;
-                durable::write_new(&path, &json, 0o600)?;
-            }
-            other => other?,
-        }
+        self.in_layout(|| durable::write_new(&path, &json, 0o600))?;
         Ok(path)
     }
 

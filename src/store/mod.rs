@@ -28,6 +28,17 @@ use serde_json::{Map, Value};
 
 use crate::durable;
 
+/// The record at `path` through a fresh open; `None` when there is none.
+fn read_record_at(path: &Path) -> io::Result<Option<NodeRecord>> {
+    match durable::read_fresh(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map(Some)
+            .map_err(|e| durable::with_path(io::Error::new(io::ErrorKind::InvalidData, e), path)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(durable::with_path(e, path)),
+    }
+}
+
 /// Removes those of `temps` older than [`STALE_TEMP_AGE`].
 fn remove_stale(temps: &[PathBuf]) {
     for temp in temps {
@@ -244,10 +255,16 @@ impl Store {
 
     /// [`write_atomic`], making the layout again when a directory went missing.
     fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
-        match write_atomic(path, bytes, 0o600) {
+        self.in_layout(|| write_atomic(path, bytes, 0o600))
+    }
+
+    /// `write`, made once more after remaking missing subdirectories: a
+    /// directory removed under a running server costs a retry, not a failure.
+    fn in_layout<T>(&self, write: impl Fn() -> io::Result<T>) -> io::Result<T> {
+        match write() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.ensure_layout()?;
-                write_atomic(path, bytes, 0o600)
+                write()
             }
             other => other,
         }
@@ -289,14 +306,7 @@ impl Store {
 
     /// The record, or `None` when there is none for `id`.
     pub fn read_record(&self, id: &NodeId) -> io::Result<Option<NodeRecord>> {
-        let path = self.record_path(id);
-        match durable::read_fresh(&path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map(Some)
-                .map_err(|e| durable::with_path(io::Error::new(io::ErrorKind::InvalidData, e), &path)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(durable::with_path(e, &path)),
-        }
+        read_record_at(&self.record_path(id))
     }
 
     /// `nodes/.claim-<id>.json`: a token admission's record while its use is
@@ -315,11 +325,10 @@ impl Store {
         if let Some(record) = self.read_record(id)? {
             return Ok(Some(record));
         }
-        let path = self.claim_path(id);
-        match durable::read_fresh(&path) {
-            Ok(bytes) => Ok(serde_json::from_slice(&bytes).ok()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(durable::with_path(e, &path)),
+        match read_record_at(&self.claim_path(id)) {
+            // A claim no process wrote whole is no record of anyone's.
+            Err(e) if e.kind() == io::ErrorKind::InvalidData => Ok(None),
+            other => other,
         }
     }
 
@@ -446,13 +455,9 @@ impl Store {
                 .custom_flags(durable::libc_nofollow())
                 .open(&path)
         };
-        match create() {
+        match self.in_layout(create) {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                self.ensure_layout()?;
-                create().map(|_| true).map_err(|e| durable::with_path(e, &path))
-            }
             Err(e) => Err(durable::with_path(e, &path)),
         }
     }
@@ -511,11 +516,11 @@ impl Store {
     /// listing names, whatever the number of admitted records. Ids are kept
     /// as 128-bit numbers (16 bytes each) while the listing runs.
     pub fn unsettled_ids(&self) -> io::Result<Vec<NodeId>> {
-        Ok(self.list_records_dirs()?.unsettled)
+        Ok(self.list_names()?.unsettled)
     }
 
     /// The listing behind [`Store::unsettled_ids`], with the claims seen in it.
-    fn list_records_dirs(&self) -> io::Result<Listing> {
+    fn list_names(&self) -> io::Result<Listing> {
         let mut settled: Vec<u128> = Vec::new();
         // The crash leftovers among these names are seen in the same listing.
         let mut temps: Vec<PathBuf> = Vec::new();
@@ -582,16 +587,11 @@ impl Store {
         Ok(ids)
     }
 
-    /// [`Store::unsettled_ids`], but listed again only when one of the three
+    /// [`Store::list_names`], but listed again only when one of the three
     /// directories changed (its mtime) or `reconcile_every` passed since
     /// the last listing: an idle server lists nothing, however many records
     /// are admitted. The periodic listing is the backstop for filesystems
     /// whose directory times lag (a network filesystem's other clients).
-    pub fn unsettled_ids_cached(&self, reconcile_every: std::time::Duration) -> io::Result<Vec<NodeId>> {
-        Ok(self.listing_cached(reconcile_every)?.unsettled)
-    }
-
-    /// The listing behind [`Store::unsettled_ids_cached`].
     fn listing_cached(&self, reconcile_every: std::time::Duration) -> io::Result<Listing> {
         let stamps: Vec<Option<std::time::SystemTime>> = ["nodes", "approved", "rejected"]
             .iter()
@@ -608,7 +608,7 @@ impl Store {
         {
             return Ok(listing.clone());
         }
-        let listing = self.list_records_dirs()?;
+        let listing = self.list_names()?;
         *cache = Some((std::time::Instant::now(), stamps, listing.clone()));
         Ok(listing)
     }
