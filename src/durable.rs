@@ -38,7 +38,8 @@ fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 /// is renamed or removed (a token admission's claim).
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let written = write_temp(path, bytes, mode);
-    if written.is_err() {
+    // What was there already (a file, a planted link) is not ours to remove.
+    if written.as_ref().is_err_and(|e| e.kind() != io::ErrorKind::AlreadyExists) {
         let _ = fs::remove_file(path);
     }
     written.map_err(|e| with_path(e, path))
@@ -250,6 +251,23 @@ mod tests {
         assert!(!target.exists(), "a planted link is never followed");
         assert!(append_durably(&dir.path().join("link"), b"x", 0o600, false).is_err());
         assert!(!target.exists());
+    }
+
+    #[test]
+    fn a_new_file_never_replaces_follows_or_removes_what_is_there() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(".claim-x.json");
+        write_new(&path, b"mine", 0o600).unwrap();
+        assert!(write_new(&path, b"again", 0o600).is_err());
+        assert_eq!(fs::read(&path).unwrap(), b"mine", "the existing file stays whole");
+        let target = dir.path().join("target");
+        let link = dir.path().join("link");
+        std::os::unix::fs::symlink(&target, &link).unwrap();
+        assert!(write_new(&link, b"x", 0o600).is_err());
+        assert!(
+            !target.exists() && fs::symlink_metadata(&link).is_ok(),
+            "the link is neither followed nor removed"
+        );
     }
 
     #[test]

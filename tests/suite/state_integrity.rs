@@ -340,6 +340,23 @@ async fn the_same_ca_announcing_while_its_admission_is_cut_short_is_admitted_wit
     server.stop().await;
 }
 
+#[tokio::test]
+async fn a_claim_file_left_after_its_admission_finished_is_removed() {
+    let fx = Fixture::new();
+    fx.write_tokens("left-over-0001-long\n");
+    let ca = certs::mint_node_ca("edge").unwrap();
+    // Killed after the approval, before the claim file's removal.
+    let id = cut_short_admission(&fx, "left-over-0001-long", &ca, CutShort::ClaimFile, 60);
+    let store = Store::open(&fx.state()).unwrap();
+    store.approve(&id, "token", "").unwrap();
+    let server = InProcess::start(fx.config()).await;
+    let claim = store.claim_path(&id);
+    let gone = eventually(|| async { !claim.exists() }, |gone| *gone).await;
+    assert!(gone, "the leftover claim file is removed");
+    assert!(store.is_approved(&id));
+    server.stop().await;
+}
+
 #[test]
 fn a_sweep_while_an_admission_is_under_way_leaves_its_token_listed() {
     let fx = Fixture::new();
