@@ -3,10 +3,10 @@
 #   docker build -t janus-registration .
 #   docker run --read-only -p 8443:8443 \
 #     -v janus-state:/var/lib/janus-registration \
-#     -v "$PWD/fleet:/etc/janus-registration/fleet:ro" \
-#     -v "$PWD/tls:/etc/janus-registration/tls:ro" janus-registration
+#     -v "$PWD/deploy-files/fleet:/etc/janus-registration/fleet:ro" \
+#     -v "$PWD/deploy-files/tls:/etc/janus-registration/tls:ro" janus-registration
 #
-# The paths below are the documented defaults (README, "Deployment"); a test
+# The paths below are the documented defaults (docs/deploying.md); a test
 # checks that the binary accepts this file's ENTRYPOINT, CMD and HEALTHCHECK.
 
 FROM rust:1.95-bookworm AS build
@@ -16,11 +16,24 @@ COPY src ./src
 COPY state-example ./state-example
 # The dist profile: fat LTO, one codegen unit (Cargo.toml; README "Performance").
 RUN cargo build --profile dist --locked
+# The state directory, owned by the runtime's user: Docker seeds a fresh named
+# volume from the image's directory, so the volume is writable by 65532 too.
+RUN mkdir -p /out/state && chmod 0700 /out/state
 
 # distroless/cc: glibc and libgcc, no shell, no package manager. The binary
 # needs no system CA roots: it trusts only the fleet's root.
 FROM gcr.io/distroless/cc-debian12:nonroot
+# The crate's version (Cargo.toml); scripts/container-check.sh checks that the
+# label and `janus-registration --version` agree.
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="janus-registration" \
+      org.opencontainers.image.description="The protocol-2 registration endpoint Janus nodes announce themselves to" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.licenses="MIT" \
+      org.opencontainers.image.documentation="docs/deploying.md" \
+      org.opencontainers.image.base.name="gcr.io/distroless/cc-debian12:nonroot"
 COPY --from=build /src/target/dist/janus-registration /usr/local/bin/janus-registration
+COPY --from=build --chown=65532:65532 /out/state /var/lib/janus-registration
 ENV JANUS_REGISTRATION_LISTEN=0.0.0.0:8443 \
     JANUS_REGISTRATION_FLEET=/etc/janus-registration/fleet \
     JANUS_REGISTRATION_CERT=/etc/janus-registration/tls/controller.crt \

@@ -1,49 +1,152 @@
 #!/usr/bin/env bash
-# Builds the container image and runs the whole flow in it - start, announce
-# with the agent, approve, poll, stop - when a Docker engine is present;
-# otherwise says plainly that it skipped.
+# Builds the container image and runs it as an orchestrator does: read-only
+# root, non-root, a named volume for the state, the fleet and certificate
+# mounted read-only; then checks the HEALTHCHECK, admits a node by a token
+# made inside the container, approves a tokenless node against its console,
+# stops it with SIGTERM (status 0 within the grace) and restarts it on the
+# same volume.
+#
+# Docker where an engine runs, else Podman (installed from Debian and
+# configured where missing; scripts/lib/container-engine.sh). Says SKIPPED,
+# with the reason, only where neither can run a container. Cleans up.
 #
 #   scripts/container-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-if ! command -v docker >/dev/null 2>&1 || ! docker info >/dev/null 2>&1; then
-  echo "container-check: SKIPPED: no Docker engine here (docker info failed); nothing was built or run"
-  exit 0
-fi
+SCRIPT_NAME=container-check
+# shellcheck source=lib/container-engine.sh
+source scripts/lib/container-engine.sh
+
+engine_pick
 image=janus-registration:check
-work=$(mktemp -d)
 name=janus-registration-check-$$
-trap 'docker rm -f "$name" >/dev/null 2>&1 || true; rm -rf "$work"' EXIT
+volume=janus-registration-check-$$
+work=$(mktemp -d)
+cleanup() {
+  $engine rm -f "$name" >/dev/null 2>&1 || true
+  $engine volume rm -f "$volume" >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
 
-docker build -t "$image" .
-cargo build --release --locked
-bin=target/release/janus-registration
-"$bin" certs fleet --out "$work/fleet" --name "Container check"
-mkdir -p "$work/tls" "$work/state"
-"$bin" certs controller --fleet "$work/fleet" --out "$work/tls/controller" --san 127.0.0.1
-chmod 0644 "$work/tls/controller.key"   # readable by the container's user; a throwaway key
-chmod 0777 "$work/state"
+image_build "$image"
 
-docker run -d --name "$name" --read-only -p 127.0.0.1:18443:8443 \
-  -v "$work/state:/var/lib/janus-registration" \
-  -v "$work/fleet:/etc/janus-registration/fleet:ro" \
-  -v "$work/tls:/etc/janus-registration/tls:ro" "$image"
-for _ in $(seq 50); do
-  "$bin" healthcheck --addr 127.0.0.1:18443 >/dev/null 2>&1 && break
-  sleep 0.2
+# The image says what it is: its label and the binary's --version agree.
+label=$($engine image inspect "$image" --format '{{index .Config.Labels "org.opencontainers.image.version"}}')
+version=$($engine run --rm --network=none "$image" --version)
+[ "$version" = "janus-registration $label" ] ||
+  { say "FAILED: the image's version label ($label) is not what the binary says ($version)"; exit 1; }
+healthcheck=$($engine image inspect "$image" --format '{{json .Config.Healthcheck}}')
+case "$healthcheck" in
+  *healthcheck*) ;;
+  *) say "FAILED: the image defines no HEALTHCHECK ($healthcheck)"; exit 1 ;;
+esac
+if $engine run --rm --network=none --entrypoint /bin/sh "$image" -c true >/dev/null 2>&1; then
+  say "FAILED: the image has a shell"; exit 1
+fi
+say "image: $version, label org.opencontainers.image.version=$label, HEALTHCHECK defined, no shell"
+
+# The host side, as docs/deploying.md says: a fleet and the endpoint's
+# certificate, then only the public fleet files and the certificate, made
+# readable to the container's user (65532).
+cargo build --locked -q
+bin=$PWD/target/debug/janus-registration
+"$bin" certs fleet --out "$work/fleet" --name "Container check" >/dev/null
+"$bin" certs controller --fleet "$work/fleet" --out "$work/controller" --san 127.0.0.1 >/dev/null
+install -d -m 0755 "$work/deploy-files/fleet" "$work/deploy-files/tls"
+install -m 0644 "$work/fleet/root.crt" "$work/fleet/bundle.json" "$work/deploy-files/fleet/"
+install -m 0644 "$work/controller.crt" "$work/deploy-files/tls/controller.crt"
+install -m 0400 -o 65532 -g 65532 "$work/controller.key" "$work/deploy-files/tls/controller.key"
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+$engine volume create "$volume" >/dev/null
+start() {
+  # Podman without systemd cannot schedule the periodic health checks (it
+  # says so on stderr, kept in engine.log); `podman healthcheck run` below
+  # runs the image's HEALTHCHECK itself.
+  $engine run -d --name "$name" --read-only -p "127.0.0.1:$port:8443" \
+    -v "$volume:/var/lib/janus-registration" \
+    -v "$work/deploy-files/fleet:/etc/janus-registration/fleet:ro" \
+    -v "$work/deploy-files/tls:/etc/janus-registration/tls:ro" \
+    -e JANUS_REGISTRATION_SHUTDOWN_GRACE=10 "$image" >/dev/null 2>>"$work/engine.log"
+}
+healthy() {
+  if [ "$engine" = podman ]; then
+    podman healthcheck run "$name" >/dev/null 2>&1
+  else
+    [ "$(docker inspect --format '{{.State.Health.Status}}' "$name")" = healthy ]
+  fi
+}
+wait_healthy() {
+  local deadline=$((SECONDS + 90))
+  until healthy; do
+    if [ $SECONDS -ge $deadline ] || [ "$($engine inspect --format '{{.State.Running}}' "$name")" != true ]; then
+      say "FAILED: the container did not become healthy; its log, then the engine's:"
+      $engine logs "$name" 2>&1 | tail -20
+      tail -5 "$work/engine.log"
+      exit 1
+    fi
+    sleep 1
+  done
+}
+start
+wait_healthy
+"$bin" healthcheck --addr "127.0.0.1:$port" >/dev/null
+say "running: --read-only, user $($engine inspect --format '{{.Config.User}}' "$name"), healthy (the image's HEALTHCHECK and /healthz through the published port)"
+
+user_data() { # NODE-DIR HOSTNAME [TOKEN]
+  python3 - "$work/fleet/root.crt" "127.0.0.1:$port" "$2" "${3:-}" >"$1.json" <<'PY'
+import json, sys
+root = open(sys.argv[1]).read()
+data = {"controller_address": sys.argv[2], "controller_ca_cert": root,
+        "controller_fleet_root_cert": root, "network": {"hostname": sys.argv[3]}}
+if sys.argv[4]:
+    data["registration_token"] = sys.argv[4]
+print(json.dumps(data))
+PY
+}
+agent_once() { # NODE-DIR [--user-data FILE]; echoes the exit code
+  set +e
+  "$bin" agent --dir "$@" --once >>"$1.console" 2>&1
+  echo $?
+  set -e
+}
+
+# A node with a token made inside the container, as an admin would.
+token=$($engine exec "$name" janus-registration tokens add --description "container check")
+user_data "$work/node-a" edge-a "$token"
+code=$(agent_once "$work/node-a" --user-data "$work/node-a.json")
+[ "$code" = 0 ] || { say "FAILED: the token did not admit node-a (agent exit $code)"; cat "$work/node-a.console"; exit 1; }
+say "node-a admitted at once by a token made with '$engine exec … tokens add'"
+
+# A tokenless node: pending, then approved against its console.
+user_data "$work/node-b" edge-b
+code=$(agent_once "$work/node-b" --user-data "$work/node-b.json")
+[ "$code" = 2 ] || { say "FAILED: node-b is not pending (agent exit $code)"; cat "$work/node-b.console"; exit 1; }
+id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$work/node-b/enrollment.json")
+$engine exec -i "$name" janus-registration nodes approve "$id" --console /dev/stdin <"$work/node-b.console" >/dev/null
+code=$(agent_once "$work/node-b")
+[ "$code" = 0 ] || { say "FAILED: node-b's poll after approval (agent exit $code)"; cat "$work/node-b.console"; exit 1; }
+say "node-b pending, approved with 'nodes approve $id --console' fed its console log, then polled 200"
+
+# SIGTERM: exit status 0 within the grace.
+began=$SECONDS
+$engine stop -t 20 "$name" >/dev/null 2>>"$work/engine.log"
+took=$((SECONDS - began))
+status=$($engine inspect --format '{{.State.ExitCode}}' "$name")
+[ "$status" = 0 ] && [ "$took" -lt 15 ] ||
+  { say "FAILED: stopped with status $status after ${took} s (want 0, within the 10 s grace)"; exit 1; }
+say "SIGTERM: exit status 0 after ${took} s"
+
+# A restart keeps the state.
+$engine start "$name" >/dev/null 2>>"$work/engine.log"
+wait_healthy
+listed=$($engine exec "$name" janus-registration nodes list)
+for node in edge-a edge-b; do
+  printf '%s\n' "$listed" | grep -q "$node" || { say "FAILED: $node is gone after a restart"; printf '%s\n' "$listed"; exit 1; }
 done
-"$bin" healthcheck --addr 127.0.0.1:18443
-
-root=$(cat "$work/fleet/root.crt")
-printf '{"controller_address":"127.0.0.1:18443","controller_ca_cert":%s,"controller_fleet_root_cert":%s,"network":{"hostname":"container-check"}}' \
-  "$(printf '%s' "$root" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')" \
-  "$(printf '%s' "$root" | python3 -c 'import json,sys; print(json.dumps(sys.stdin.read()))')" > "$work/user-data.json"
-set +e
-"$bin" agent --user-data "$work/user-data.json" --dir "$work/node" --once
-[ $? -eq 2 ] || { echo "container-check: the announcement did not wait for approval"; exit 1; }
-set -e
-id=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["id"])' "$work/node/enrollment.json")
-"$bin" nodes approve "$id" --state "$work/state"
-"$bin" agent --dir "$work/node" --once
-docker stop -t 10 "$name"
-echo "container-check: OK (start, announce, approve, poll, stop)"
+if [ "$(printf '%s\n' "$listed" | grep -c admitted)" -lt 2 ]; then
+  say "FAILED: both nodes should still be admitted after a restart"; printf '%s\n' "$listed"; exit 1
+fi
+$engine stop -t 20 "$name" >/dev/null 2>>"$work/engine.log"
+say "OK ($engine: build ${image_build_seconds} s, $((image_size / 1000000)) MB; token admission, console approval, SIGTERM, restart with the state kept)"

@@ -368,6 +368,10 @@ pub struct HealthcheckArgs {
     /// The endpoint's address (host:port).
     #[arg(long, env = "JANUS_REGISTRATION_HEALTHCHECK_ADDR", default_value = "127.0.0.1:8443")]
     pub addr: String,
+    /// Liveness only: exit 0 on any HTTP answer, also 503 (for a liveness probe; readiness
+    /// and HEALTHCHECK use the full check).
+    #[arg(long)]
+    pub live: bool,
 }
 
 #[derive(Debug, Args)]

@@ -70,7 +70,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Healthcheck(args) => {
-            println!("{}", runtime()?.block_on(healthcheck::check(&args.addr))?);
+            println!("{}", runtime()?.block_on(healthcheck::check(&args.addr, args.live))?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Certs(command) => {

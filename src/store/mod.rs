@@ -314,7 +314,7 @@ impl Store {
     /// its own name so that `nodes/<id>.json` never names the file the
     /// ledger's marker links to: a network filesystem's client that saw
     /// that name once kept reading the linked file after another host
-    /// renamed the admitted record over it (GlusterFS; README "Several
+    /// renamed the admitted record over it (GlusterFS; docs/deploying.md "Several
     /// replicas").
     pub fn claim_path(&self, id: &NodeId) -> PathBuf {
         self.dir.join("nodes").join(format!("{CLAIM_PREFIX}{id}.json"))

@@ -1,4 +1,6 @@
-//! Deployment: the Dockerfile cannot rot, health and metrics answer, JSON
+//! Deployment: the Dockerfile, the manifests and the systemd unit cannot rot
+//! (their paths and versions match the binary), a Kubernetes Secret swap is
+//! served without a restart, health and metrics answer, JSON
 //! logs carry node ids and no secrets, and several replicas share one state
 //! directory safely, one of them killed mid-load.
 
@@ -10,7 +12,7 @@ use crate::common::*;
 use janus_registration::certs;
 
 fn dockerfile() -> String {
-    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("Dockerfile")).unwrap()
+    repo_file("Dockerfile")
 }
 
 /// The JSON array after `keyword` on its (continued) line.
@@ -52,10 +54,12 @@ fn the_dockerfile_matches_the_binary_and_the_documented_paths() {
         text.contains("cargo build --profile dist --locked")
             && text.contains("target/dist/janus-registration")
     );
-    let readme =
-        std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md")).unwrap();
+    // The state directory ships owned by the runtime's user: a fresh named
+    // volume is seeded from it.
+    assert!(text.contains("COPY --from=build --chown=65532:65532 /out/state /var/lib/janus-registration"));
+    let guide = repo_file("docs/deploying.md");
     for (key, value) in &env {
-        assert!(readme.contains(value.as_str()), "README documents {key}={value}");
+        assert!(guide.contains(value.as_str()), "docs/deploying.md documents {key}={value}");
     }
 
     // The image's command, with the image's environment, is a valid `serve`:
@@ -69,17 +73,49 @@ fn the_dockerfile_matches_the_binary_and_the_documented_paths() {
     assert!(stderr.contains("does not answer"), "{stderr}");
 }
 
+/// `deploy/systemd/janus-registration.env`'s settings, as systemd passes them.
+fn env_file() -> Vec<(String, String)> {
+    repo_file("deploy/systemd/janus-registration.env")
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#') && l.contains('='))
+        .filter_map(|l| l.split_once('=').map(|(k, v)| (k.trim().to_string(), v.trim().to_string())))
+        .collect()
+}
+
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(path)).unwrap()
+}
+
 #[test]
-fn the_container_check_says_plainly_when_it_skips() {
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/container-check.sh");
-    let docker_works = Command::new("docker").arg("info").output().is_ok_and(|o| o.status.success());
-    if docker_works {
-        eprintln!("SKIPPED here: a Docker engine is present; run scripts/container-check.sh by hand");
-        return;
-    }
-    let output = Command::new("bash").arg(script).output().unwrap();
-    assert!(output.status.success());
-    assert!(String::from_utf8_lossy(&output.stdout).contains("SKIPPED: no Docker engine"));
+fn every_shipped_artifact_names_the_crates_version() {
+    let version = env!("CARGO_PKG_VERSION");
+    let (ok, stdout, _) = cli(&["--version"]);
+    assert!(ok && stdout.trim() == format!("janus-registration {version}"), "{stdout}");
+    // The image's label takes ARG VERSION; scripts/container-check.sh checks
+    // the built image's label against its binary's --version.
+    let dockerfile = dockerfile();
+    assert!(dockerfile.contains(&format!("ARG VERSION={version}\n")), "Dockerfile's ARG VERSION");
+    assert!(dockerfile.contains("org.opencontainers.image.version=\"${VERSION}\""));
+    // The manifests pin the release's tag.
+    let manifest = repo_file("deploy/kubernetes/janus-registration.yaml");
+    assert!(manifest.contains(&format!("image: janus-registration:{version}\n")), "the pinned image tag");
+    assert!(manifest.contains("strategy: {type: Recreate}"), "never two versions on one volume");
+}
+
+#[test]
+fn the_systemd_units_settings_are_a_valid_serve() {
+    let env = env_file();
+    let get = |k: &str| env.iter().find(|(key, _)| key == k).map(|(_, v)| v.clone()).unwrap_or_default();
+    assert_eq!(get("JANUS_REGISTRATION_STATE"), "/var/lib/janus-registration");
+    let unit = repo_file("deploy/systemd/janus-registration.service");
+    assert!(unit.contains("StateDirectory=janus-registration\n"));
+    assert!(unit.contains("ExecStart=/usr/local/bin/janus-registration serve\n"));
+    // With only the unit's environment, `serve` gets past its arguments to
+    // the startup checks (no fleet on this machine).
+    let (code, _, stderr) =
+        cli_exit(Command::new(BIN).arg("serve").env_clear().envs(env.iter().map(|(k, v)| (k, v))));
+    assert_eq!(code, Some(1), "{stderr}");
+    assert!(stderr.contains("/etc/janus-registration/fleet"), "{stderr}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -222,4 +258,93 @@ async fn three_replicas_on_one_state_directory_survive_a_kill_9() {
         let status = get(&client, &format!("/register/{id}"), Some(secret)).await.status;
         assert_eq!(status, if approved { 200 } else { 202 }, "{id}");
     }
+}
+
+/// A Kubernetes Secret volume as the kubelet lays it out: the files live in a
+/// timestamped directory, `..data` links to it, and each name links through
+/// `..data`. An update writes a new directory and renames a new `..data`
+/// link over the old one (one atomic swap), then removes the old directory.
+struct SecretVolume {
+    dir: std::path::PathBuf,
+    generation: u32,
+}
+
+impl SecretVolume {
+    fn new(dir: std::path::PathBuf, files: &[(&str, &[u8])]) -> Self {
+        std::fs::create_dir(&dir).unwrap();
+        let mut volume = SecretVolume { dir, generation: 0 };
+        volume.update(files);
+        for (name, _) in files {
+            std::os::unix::fs::symlink(format!("..data/{name}"), volume.dir.join(name)).unwrap();
+        }
+        volume
+    }
+
+    fn update(&mut self, files: &[(&str, &[u8])]) {
+        self.generation += 1;
+        let old = std::fs::read_link(self.dir.join("..data")).ok();
+        let timestamped = format!("..2026_12_01_00_00_0{}.{}", self.generation, 1000 + self.generation);
+        std::fs::create_dir(self.dir.join(&timestamped)).unwrap();
+        for (name, bytes) in files {
+            std::fs::write(self.dir.join(&timestamped).join(name), bytes).unwrap();
+        }
+        std::os::unix::fs::symlink(&timestamped, self.dir.join("..data_tmp")).unwrap();
+        std::fs::rename(self.dir.join("..data_tmp"), self.dir.join("..data")).unwrap();
+        if let Some(old) = old {
+            std::fs::remove_dir_all(self.dir.join(old)).unwrap();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_kubernetes_secret_update_is_served_without_a_restart() {
+    let fx = Fixture::new();
+    let tls = fx.dir.path().join("tls-secret");
+    let fleet = fx.dir.path().join("fleet-secret");
+    let mut tls_volume = SecretVolume::new(
+        tls.clone(),
+        &[("tls.crt", fx.controller.cert_pem.as_bytes()), ("tls.key", fx.controller.key_pem.as_bytes())],
+    );
+    let bundle = std::fs::read(fx.fleet_dir().join("bundle.json")).unwrap();
+    let mut fleet_volume = SecretVolume::new(
+        fleet.clone(),
+        &[("root.crt", fx.fleet.root.cert_pem.as_bytes()), ("bundle.json", &bundle)],
+    );
+    let mut args = fx.serve_args();
+    for (flag, value) in
+        [("--cert", tls.join("tls.crt")), ("--key", tls.join("tls.key")), ("--fleet", fleet.clone())]
+    {
+        let at = args.iter().position(|a| a == flag).unwrap();
+        args[at + 1] = value.to_str().unwrap().to_string();
+    }
+    args.extend(["--reload-every".into(), "200ms".into()]);
+    let server = Process::start(&args);
+    let (client, path, secret) = approved_node(&fx, server.addr).await;
+    assert_eq!(get(&client, &path, Some(&secret)).await.status, 200);
+
+    // cert-manager renewed the certificate: the kubelet swaps ..data.
+    let renewed = certs::mint_controller(&fx.fleet.issuing, 30, &["127.0.0.1".to_string()]).unwrap();
+    tls_volume.update(&[("tls.crt", renewed.cert_pem.as_bytes()), ("tls.key", renewed.key_pem.as_bytes())]);
+    let renewed_der =
+        janus_registration::pki::first_certificate(renewed.cert_pem.as_bytes(), "renewed").unwrap().to_vec();
+    let presented = eventually(|| presented_certificate(server.addr), |p| *p == renewed_der).await;
+    assert_eq!(presented, renewed_der, "the renewed certificate is used from the next handshake");
+    assert!(server.log().contains("reloaded the certificate"), "{}", server.log());
+
+    // A new bundle in the fleet Secret, swapped the same way.
+    let bundle_v2 =
+        certs::sign_bundle(&fx.fleet.root.key_pem, std::slice::from_ref(&fx.fleet.issuing.cert_pem), 2)
+            .unwrap();
+    fleet_volume.update(&[("root.crt", fx.fleet.root.cert_pem.as_bytes()), ("bundle.json", &bundle_v2)]);
+    let served = eventually(
+        || async { json(&get(&client, &path, Some(&secret)).await)["bundle"].clone() },
+        |b| {
+            b.as_str()
+                .map(|b| base64::Engine::decode(&base64::engine::general_purpose::STANDARD, b).unwrap())
+                .is_some_and(|b| b == bundle_v2)
+        },
+    )
+    .await;
+    assert!(served.is_string(), "{served} {}", server.log());
+    assert!(server.log().contains("reloaded the fleet"), "{}", server.log());
 }

@@ -345,10 +345,7 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
     let mut args = fx.serve_args();
     args.extend(["--reload-every".into(), "200ms".into()]);
     let server = Process::start(&args);
-    let client = node_client(&fx, server.addr);
-    let (id, secret, _) = announce(&client, "edge", &certs::mint_node_ca("edge").unwrap(), "").await;
-    std::fs::write(fx.state().join("approved").join(&id), b"").unwrap();
-    let path = format!("/register/{id}");
+    let (client, path, secret) = approved_node(&fx, server.addr).await;
     assert_eq!(served_bundle_version(&json(&get(&client, &path, Some(&secret)).await)), 1);
 
     let (ok, _, stderr) = cli_with(
@@ -401,12 +398,4 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
     );
     assert_eq!(presented_certificate(server.addr).await, after);
     assert_eq!(get(&client, &path, Some(&secret)).await.status, 200);
-}
-
-async fn presented_certificate(addr: std::net::SocketAddr) -> Vec<u8> {
-    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
-    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
-    let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
-    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
 }

@@ -471,3 +471,21 @@ pub fn audit_trail(state: &Path) -> String {
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
         .collect()
 }
+
+/// The leaf certificate the endpoint presents in a fresh handshake (DER).
+pub async fn presented_certificate(addr: std::net::SocketAddr) -> Vec<u8> {
+    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
+    let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
+    let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
+    tls.get_ref().1.peer_certificates().unwrap()[0].to_vec()
+}
+
+/// A node announced without a token and approved by `touch`: its client,
+/// its poll path and its poll secret.
+pub async fn approved_node(fx: &Fixture, addr: SocketAddr) -> (Endpoint, String, String) {
+    let client = node_client(fx, addr);
+    let (id, secret, _) = announce(&client, "edge", &certs::mint_node_ca("edge").unwrap(), "").await;
+    std::fs::write(fx.state().join("approved").join(&id), b"").unwrap();
+    (client, format!("/register/{id}"), secret)
+}

@@ -1,0 +1,160 @@
+#!/usr/bin/env bash
+# Checks deploy/kubernetes/ as CI does:
+#  1. every manifest validated strictly against the Kubernetes API schemas
+#     (kubernetes-validate --strict, from PyPI; cert-manager's kinds have no
+#     schema there, so cert-manager.yaml is checked for its kinds and fields);
+#  2. the Deployment and its PVC run under `podman kube play` with the image
+#     scripts/container-check.sh builds (built here if missing) and the two
+#     Secrets made from `certs` output exactly as the `kubectl create secret`
+#     commands in docs/deploying.md make them; /healthz answers through the
+#     published port and a node is admitted by a token made in the pod;
+#  3. `podman kube down`, and every volume and secret removed.
+# Podman 4.3 plays Pods, Deployments and PVCs: the Service, PDB,
+# NetworkPolicy and ServiceAccount are validated, not run; the published
+# port is added to the played copy as a hostPort on 127.0.0.1.
+#
+#   scripts/kube-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+SCRIPT_NAME=kube-check
+# shellcheck source=lib/container-engine.sh
+source scripts/lib/container-engine.sh
+manifest=deploy/kubernetes/janus-registration.yaml
+certmanager=deploy/kubernetes/cert-manager.yaml
+
+if ! command -v kubernetes-validate >/dev/null 2>&1; then
+  say "installing kubernetes-validate (PyPI)"
+  python3 -m pip install -q kubernetes-validate >/dev/null 2>&1 ||
+    { say "FAILED: kubernetes-validate could not be installed"; exit 1; }
+fi
+kubernetes-validate --strict --quiet "$manifest"
+say "kubernetes-validate --strict: $(grep -c '^kind:' "$manifest") resources in $manifest pass"
+python3 - "$certmanager" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+kinds = {d["kind"]: d for d in docs}
+assert set(kinds) == {"Issuer", "Certificate"}, kinds.keys()
+assert all(d["apiVersion"] == "cert-manager.io/v1" for d in docs)
+issuer, cert = kinds["Issuer"], kinds["Certificate"]
+assert issuer["spec"]["ca"]["secretName"] == "janus-fleet-issuing"
+spec = cert["spec"]
+assert spec["issuerRef"] == {"name": issuer["metadata"]["name"], "kind": "Issuer"}
+assert spec["secretName"] == "janus-registration-tls"
+assert "controller.fleet.janus" in spec["dnsNames"]
+assert spec["privateKey"]["algorithm"] == "ECDSA" and spec["privateKey"]["size"] == 256
+known = {"secretName", "issuerRef", "commonName", "dnsNames", "duration", "renewBefore", "privateKey", "usages"}
+assert set(spec) <= known, set(spec) - known
+PY
+say "cert-manager.yaml: an Issuer of kind CA and a Certificate for controller.fleet.janus into janus-registration-tls"
+
+engine_pick
+if [ "$engine" != podman ] && ! command -v podman >/dev/null 2>&1; then
+  say "SKIPPED: running the manifests needs podman kube play; only validated"
+  exit 0
+fi
+engine=podman
+engine_configure_podman
+
+version=$(crate_version)
+image=janus-registration:$version
+grep -q "image: $image\$" "$manifest" ||
+  { say "FAILED: $manifest does not pin image $image"; exit 1; }
+podman image exists "$image" || image_build "$image"
+
+work=$(mktemp -d)
+cleanup() {
+  podman kube down "$work/play.yaml" >/dev/null 2>&1 || true
+  podman volume rm -f janus-registration-state janus-fleet janus-registration-tls >/dev/null 2>&1 || true
+  podman secret rm janus-fleet janus-registration-tls >/dev/null 2>&1 || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+cargo build --locked -q
+bin=$PWD/target/debug/janus-registration
+"$bin" certs fleet --out "$work/fleet" --name "Kube check" >/dev/null
+"$bin" certs controller --fleet "$work/fleet" --out "$work/controller" --san 127.0.0.1 >/dev/null
+
+# The Secrets as `kubectl create secret generic janus-fleet --from-file=...`
+# and `kubectl create secret tls janus-registration-tls --cert --key` make
+# them; podman's secret volumes read a Secret object stored as a podman secret.
+# Podman up to 4.3 writes a secret volume's `data` values as stored, without
+# the base64 decoding Kubernetes does: for it the values go in as text.
+raw_secrets=no
+case "$(podman version --format '{{.Client.Version}}')" in
+  [0-3].* | 4.[0-3].*) raw_secrets=yes ;;
+esac
+secret_yaml() { # NAME TYPE KEY=FILE...
+  RAW=$raw_secrets python3 - "$@" <<'PY'
+import base64, os, sys, yaml
+name, kind, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
+data = {}
+for pair in pairs:
+    key, path = pair.split("=", 1)
+    value = open(path, "rb").read()
+    data[key] = value.decode() if os.environ["RAW"] == "yes" else base64.b64encode(value).decode()
+print(yaml.safe_dump({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": name},
+                      "type": kind, "data": data}))
+PY
+}
+secret_yaml janus-fleet Opaque "root.crt=$work/fleet/root.crt" "bundle.json=$work/fleet/bundle.json" |
+  podman secret create janus-fleet - >/dev/null
+secret_yaml janus-registration-tls kubernetes.io/tls "tls.crt=$work/controller.crt" "tls.key=$work/controller.key" |
+  podman secret create janus-registration-tls - >/dev/null
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+python3 - "$manifest" "$port" >"$work/play.yaml" <<'PY'
+import sys, yaml
+docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
+played = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+for d in docs:
+    if d["kind"] == "Deployment":
+        # What the Deployment's one replica runs: its pod template, as a Pod.
+        template = d["spec"]["template"]
+        for c in template["spec"]["containers"]:
+            for p in c["ports"]:
+                if p["name"] == "https":
+                    p["hostPort"] = int(sys.argv[2])
+                    p["hostIP"] = "127.0.0.1"
+        played.append({"apiVersion": "v1", "kind": "Pod",
+                       "metadata": {"name": d["metadata"]["name"], "labels": template["metadata"]["labels"]},
+                       "spec": template["spec"]})
+print(yaml.safe_dump_all(played))
+PY
+
+podman kube play "$work/play.yaml" >"$work/play.log" 2>&1 ||
+  { say "FAILED: podman kube play"; cat "$work/play.log"; exit 1; }
+container=$(podman ps -a --format '{{.Names}}' | grep -- '-registration$' | head -1)
+deadline=$((SECONDS + 90))
+until "$bin" healthcheck --addr "127.0.0.1:$port" >/dev/null 2>&1; do
+  if [ $SECONDS -ge $deadline ]; then
+    say "FAILED: /healthz never answered 200 through the published port"
+    podman logs "$container" 2>&1 | tail -20
+    exit 1
+  fi
+  sleep 1
+done
+run_as=$(podman inspect "$container" --format '{{.Config.User}} read-only-root={{.HostConfig.ReadonlyRootfs}} caps-dropped={{len .HostConfig.CapDrop}}')
+say "podman kube play: $container healthy, /healthz 200 through 127.0.0.1:$port (user $run_as)"
+
+token=$(podman exec "$container" janus-registration tokens add --description "kube check")
+python3 - "$work/fleet/root.crt" "127.0.0.1:$port" "$token" >"$work/user-data.json" <<'PY'
+import json, sys
+root = open(sys.argv[1]).read()
+print(json.dumps({"controller_address": sys.argv[2], "controller_ca_cert": root,
+                  "controller_fleet_root_cert": root, "registration_token": sys.argv[3],
+                  "network": {"hostname": "kube-node"}}))
+PY
+set +e
+"$bin" agent --dir "$work/node" --user-data "$work/user-data.json" --once >"$work/node.console" 2>&1
+code=$?
+set -e
+[ "$code" = 0 ] || { say "FAILED: the token did not admit the node (agent exit $code)"; cat "$work/node.console"; exit 1; }
+say "a node admitted by a token made with 'podman exec $container janus-registration tokens add'"
+
+podman kube down "$work/play.yaml" >/dev/null 2>&1
+podman volume rm -f janus-registration-state janus-fleet janus-registration-tls >/dev/null
+podman secret rm janus-fleet janus-registration-tls >/dev/null
+left=$(podman ps -a --format '{{.Names}}' | grep -c -- 'janus-registration' || true)
+[ "$left" = 0 ] || { say "FAILED: $left containers left after podman kube down"; exit 1; }
+say "OK (validated; played, healthy, a node admitted by a token; podman kube down, volume and secrets removed)"
