@@ -32,6 +32,10 @@ pub enum ApiError {
     /// Too many pending announcements: a token still admits.
     #[error("{0}")]
     Unavailable(String),
+    /// The state directory is in a format this version does not know: it
+    /// writes nothing until an upgrade (503; the node retries).
+    #[error("{0}")]
+    StateFormat(String),
     /// Our fault (500); the text is logged, not sent.
     #[error("internal error: {0}")]
     Internal(String),
@@ -49,6 +53,12 @@ impl From<std::io::Error> for ApiError {
     }
 }
 
+impl From<crate::store::format::FormatError> for ApiError {
+    fn from(e: crate::store::format::FormatError) -> Self {
+        ApiError::StateFormat(e.to_string())
+    }
+}
+
 impl ApiError {
     /// The HTTP status of this error.
     pub fn status(&self) -> StatusCode {
@@ -58,7 +68,7 @@ impl ApiError {
             ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::StateFormat(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -79,8 +89,9 @@ impl IntoResponse for ApiError {
         if let ApiError::TooMany(retry) = &self {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry.as_secs().max(1).into());
         }
-        if let ApiError::Unavailable(_) = &self {
-            // The pending cap: room comes back as admins act or records age out.
+        if let ApiError::Unavailable(_) | ApiError::StateFormat(_) = &self {
+            // The pending cap: room comes back as admins act or records age
+            // out; a newer format: once a version that knows it serves.
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, 60u64.into());
         }
         response
@@ -100,6 +111,7 @@ mod tests {
             ApiError::Timeout,
             ApiError::TooMany(std::time::Duration::from_secs(3)),
             ApiError::Unavailable("x".into()),
+            ApiError::StateFormat("z".into()),
             ApiError::Internal("y".into()),
         ];
         for e in all {

@@ -223,6 +223,11 @@ impl App {
     /// the limit, and tidies the tokens file: the periodic work that keeps
     /// the state whole and bounded.
     pub fn maintain(&self) -> std::io::Result<()> {
+        // Under a layout this binary does not know, nothing is touched:
+        // requests get 503 until the marker names a known format again.
+        if self.store.check_format().is_err() {
+            return Ok(());
+        }
         self.store.ensure_layout()?;
         let now = crate::store::tokens::now_unix();
         let max_age = self.limits.pending_max_age.as_secs() as i64;
@@ -399,6 +404,10 @@ impl Prepared {
         let tidier = Arc::downgrade(&self.app.store);
         std::thread::Builder::new().name("tokens-tidier".into()).spawn(move || {
             while let Some(store) = tidier.upgrade() {
+                if store.format_refusal().is_some() {
+                    std::thread::sleep(Duration::from_millis(500));
+                    continue;
+                }
                 let turn =
                     std::panic::AssertUnwindSafe(|| store.tokens.tidy_turn(Duration::from_millis(500)));
                 if std::panic::catch_unwind(turn).is_err() {

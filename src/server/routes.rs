@@ -39,6 +39,7 @@ pub async fn announce(
         Err(ApiError::Timeout) => "refused_timeout",
         Err(ApiError::TooMany(_)) => "refused_rate_limited",
         Err(ApiError::Unavailable(_)) => "refused_pending_cap",
+        Err(ApiError::StateFormat(_)) => "refused_state_format",
         Err(_) => "refused_internal",
     };
     Metrics::outcome(&app.metrics.announcements, outcome);
@@ -55,6 +56,7 @@ async fn announce_or_refuse(
     headers: HeaderMap,
     body: Body,
 ) -> Result<(bool, AnnounceAnswer), ApiError> {
+    app.store.format_refusal().map_or(Ok(()), Err)?;
     app.limiter.check(peer.ip()).map_err(ApiError::TooMany)?;
     let body = read_body(&headers, body, app.body_timeout).await?;
     let announcement = Announcement::parse(&body)?;
@@ -141,6 +143,7 @@ pub async fn poll(
 }
 
 async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
+    app.store.format_refusal().map_or(Ok(()), Err)?;
     let id = NodeId::parse(id).ok_or(ApiError::NotFound)?;
     let secret = headers
         .get(header::AUTHORIZATION)

@@ -2,7 +2,8 @@
 //! one keeps working: `tokens`, `nodes/<id>.json`, `approved/<id>`. Ours on
 //! top: `rejected/<id>` (polls get 404), `rejected-cas/<sha256>`,
 //! `delivered/<id>` (the trust went out once), `tokens.meta.json` (expiry
-//! and uses), `token-uses/` and its key (the ledger), `audit/`.
+//! and uses), `token-uses/` and its key (the ledger), `audit/`, and
+//! `state-format` (which of these layouts it is: [`format`]).
 //!
 //! Files are the source of truth: nothing is cached between requests, so an
 //! approval created by hand (`touch approved/<id>`) or by another process
@@ -14,6 +15,7 @@
 
 pub mod admission;
 pub mod audit;
+pub mod format;
 pub mod id;
 pub mod ledger;
 pub mod tokens;
@@ -167,6 +169,9 @@ pub struct Store {
     /// The audit trail.
     pub audit: Audit,
     unsettled: std::sync::Mutex<Option<UnsettledListing>>,
+    /// Set while `state-format` names a layout this binary does not know:
+    /// every write is refused until it names one it does.
+    format_refusal: std::sync::RwLock<Option<format::FormatError>>,
 }
 
 /// Where a node stands, derived from the files alone.
@@ -202,20 +207,57 @@ const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
 
 impl Store {
     /// Opens `dir`, creating it and its subdirectories (0700) when missing,
-    /// after refusing one anybody may write to.
+    /// after refusing one anybody may write to, or one whose `state-format`
+    /// this binary does not know; an unmarked one is marked once laid out.
     pub fn open(dir: &Path) -> io::Result<Self> {
         refuse_world_writable(dir)?;
+        let found = format::read(dir).map_err(io::Error::other)?;
         let store = Store {
             dir: dir.to_path_buf(),
             tokens: Tokens::new(dir),
             audit: Audit::new(dir),
             unsettled: Default::default(),
+            format_refusal: Default::default(),
         };
         store.ensure_layout()?;
         for sub in std::iter::once(dir.to_path_buf()).chain(SUBDIRS.iter().map(|s| dir.join(s))) {
             refuse_world_writable(&sub)?;
         }
+        if found != Some(format::CURRENT) {
+            format::mark(dir, found)?;
+        }
         Ok(store)
+    }
+
+    /// Reads `state-format` again (every maintenance pass): a format this
+    /// binary does not know stops every write from now on, and says why; a
+    /// known one lifts that; a marker removed meanwhile is written again.
+    pub fn check_format(&self) -> Result<(), format::FormatError> {
+        let read = format::read(&self.dir);
+        let mut refusal = self.format_refusal.write().unwrap_or_else(|e| e.into_inner());
+        match &read {
+            Err(e) if refusal.as_ref() != Some(e) => {
+                tracing::error!(reason = %e, "stopped writing to the state directory: every announcement and poll gets 503");
+            }
+            Ok(_) if refusal.is_some() => tracing::info!("the state format is one this version knows again"),
+            _ => {}
+        }
+        *refusal = read.as_ref().err().cloned();
+        drop(refusal);
+        match read {
+            Ok(None) => format::mark(&self.dir, None).map_err(|e| format::FormatError::Unreadable {
+                path: self.dir.join(format::FILE),
+                why: format!("cannot be written again: {e}"),
+            }),
+            Ok(Some(_)) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Why nothing may be written now, when the state's format is one this
+    /// binary does not know (as of the last [`Store::check_format`]).
+    pub fn format_refusal(&self) -> Option<format::FormatError> {
+        self.format_refusal.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// Removes what crashes left behind: `.tmp-*` files older than a minute,
@@ -260,7 +302,12 @@ impl Store {
 
     /// `write`, made once more after remaking missing subdirectories: a
     /// directory removed under a running server costs a retry, not a failure.
+    /// Refused outright while the state's format is one this binary does
+    /// not know: every write of the store starts here.
     fn in_layout<T>(&self, write: impl Fn() -> io::Result<T>) -> io::Result<T> {
+        if let Some(refusal) = self.format_refusal() {
+            return Err(io::Error::other(refusal));
+        }
         match write() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.ensure_layout()?;
@@ -273,6 +320,7 @@ impl Store {
     /// Opens an existing state directory without creating anything else than
     /// our own subdirectories (admin commands).
     pub fn open_existing(dir: &Path) -> io::Result<Self> {
+        format::read(dir).map_err(io::Error::other)?;
         if !dir.join("nodes").is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -654,6 +702,9 @@ impl Store {
     /// in the state directory succeeds, and `tokens` and `tokens.meta.json`
     /// read and parse.
     pub fn check_health(&self) -> Result<(), Unhealthy> {
+        if let Some(refusal) = self.format_refusal() {
+            return Err(Unhealthy(refusal.to_string()));
+        }
         self.ensure_layout().map_err(|e| Unhealthy(e.to_string()))?;
         let probe = (self.dir).join(format!("{}healthz-{}", durable::TEMP_PREFIX, std::process::id()));
         let written = durable::create_exclusive(&probe, b"probe", 0o600);

@@ -21,3 +21,4 @@ mod serve_protocol;
 mod serve_startup;
 mod serve_validation;
 mod state_integrity;
+mod upgrades;
