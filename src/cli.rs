@@ -442,6 +442,10 @@ pub struct ServeArgs {
     /// by default every answer closes its connection, as nodes never reuse one.
     #[arg(long, env = "JANUS_REGISTRATION_KEEP_ALIVE")]
     pub keep_alive: bool,
+    /// How long after a token admission the same node CA presenting the spent token again is
+    /// answered `admitted` with its first id (its answer was lost); after it, the token is spent.
+    #[arg(long, env = "JANUS_REGISTRATION_READMIT_WINDOW", value_parser = parse_duration, default_value = "10m")]
+    pub readmit_window: Duration,
     /// Serve Prometheus metrics over plain HTTP here (e.g. 127.0.0.1:9090); off when absent.
     #[arg(long, env = "JANUS_REGISTRATION_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -470,6 +474,7 @@ impl ServeArgs {
             reconcile_every: self.reconcile_every,
             metrics_listen: self.metrics_listen,
             keep_alive: self.keep_alive,
+            readmit_window: self.readmit_window,
             ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())
         }
     }

@@ -91,22 +91,79 @@ pub fn create_exclusive(path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool
 /// `follow_links` is false for every file the crate owns (an attacker's
 /// link is refused with ELOOP); true only for `tokens`, which an admin may
 /// keep elsewhere.
+///
+/// All or nothing: under an exclusive `flock` (the processes of one host
+/// may share a file), a write that fails or comes up short (a full disk)
+/// is cut back to the size the file had, so the next append never glues
+/// its line to half of this one. A crash can still leave a torn tail: in
+/// the files the crate owns (line-oriented, `follow_links` false) it is cut
+/// back to the last newline before the next append, with a warning: it was
+/// never acknowledged.
 pub fn append_durably(path: &Path, bytes: &[u8], mode: u32, follow_links: bool) -> io::Result<()> {
     let existed = fs::symlink_metadata(path).is_ok();
     let flags = if follow_links { 0 } else { libc_nofollow() };
     let mut file = OpenOptions::new()
+        .read(true)
         .append(true)
         .create(true)
         .mode(mode)
         .custom_flags(flags)
         .open(path)
         .map_err(|e| with_path(e, path))?;
-    file.write_all(bytes).map_err(|e| with_path(e, path))?;
-    file.sync_data().map_err(|e| with_path(e, path))?;
+    rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
+        .map_err(|e| with_path(io::Error::from(e), path))?;
+    let mut before = file.metadata().map_err(|e| with_path(e, path))?.len();
+    if !follow_links && before > 0 {
+        let whole = whole_lines_len(&mut file, before).map_err(|e| with_path(e, path))?;
+        if whole < before {
+            file.set_len(whole).map_err(|e| with_path(e, path))?;
+            tracing::warn!(
+                file = %path.display(),
+                bytes = before - whole,
+                "cut a torn last line (a write a crash cut short) before appending"
+            );
+            before = whole;
+        }
+    }
+    if let Err(e) = file.write_all(bytes).and_then(|()| file.sync_data()) {
+        // Whatever part of the write landed goes: the caller was not told it did.
+        if file.set_len(before).and_then(|()| file.sync_data()).is_err() {
+            tracing::error!(file = %path.display(), "could not cut back a failed append");
+        }
+        return Err(with_path(e, path));
+    }
     if !existed {
         sync_dir(parent_of(path)).map_err(|e| with_path(e, path))?;
     }
     Ok(())
+}
+
+/// The length of `file` (of `len` bytes) up to and including its last
+/// newline: `len` when it ends with one (or is empty).
+fn whole_lines_len(file: &mut fs::File, len: u64) -> io::Result<u64> {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut last = [0u8; 1];
+    if len == 0 {
+        return Ok(0);
+    }
+    file.seek(SeekFrom::Start(len - 1))?;
+    file.read_exact(&mut last)?;
+    if last[0] == b'\n' {
+        return Ok(len);
+    }
+    let mut end = len;
+    let mut chunk = [0u8; 4096];
+    while end > 0 {
+        let start = end.saturating_sub(chunk.len() as u64);
+        let part = &mut chunk[..(end - start) as usize];
+        file.seek(SeekFrom::Start(start))?;
+        file.read_exact(part)?;
+        if let Some(at) = part.iter().rposition(|&b| b == b'\n') {
+            return Ok(start + at as u64 + 1);
+        }
+        end = start;
+    }
+    Ok(0)
 }
 
 /// `O_NOFOLLOW`: opening a symbolic link fails instead of following it.

@@ -49,9 +49,24 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
         }
         NodesCommand::Forget { node } => {
             let (id, _) = find(&store, node, Among::All)?;
-            store.forget(&id)?;
-            audit(&store, "forgotten", json!({"id": id.as_str(), "by": "command", "user": current_user()}))?;
-            Ok(format!("forgot {id}"))
+            let user = current_user();
+            let lifted = store.forget(&id)?;
+            audit(&store, "forgotten", json!({"id": id.as_str(), "by": "command", "user": user}))?;
+            match lifted {
+                Some(ca) => {
+                    audit(
+                        &store,
+                        "ca_unrejected",
+                        json!({"id": id.as_str(), "ca_sha256": ca, "user": user}),
+                    )?;
+                    Ok(format!(
+                        "forgot {id}, the record you rejected, and lifted the rejection of its CA {}: its next \
+                         announcement waits for approval again",
+                        escape(&ca)
+                    ))
+                }
+                None => Ok(format!("forgot {id}")),
+            }
         }
         NodesCommand::History { node, json } => {
             // A forgotten node has events but no record: its id still works.
@@ -297,7 +312,7 @@ fn rejected_for_ca_only(store: &Store, record: &NodeRecord) -> bool {
 fn rejected_ca_refusal(ca: &str) -> String {
     format!(
         "refusing: the CA SHA-256 {ca} was rejected (`nodes reject`); approve it anyway with --force, \
-         or lift the rejection with `nodes forget` of the rejected record"
+         or lift the rejection with `nodes forget` of the record you rejected"
     )
 }
 

@@ -99,6 +99,9 @@ pub struct ServeConfig {
     /// off by default: a node opens a new connection per request and never
     /// closes the old one, so the server must.
     pub keep_alive: bool,
+    /// How long after a token admission the same CA presenting the spent
+    /// token again is answered `admitted` with the first id.
+    pub readmit_window: Duration,
 }
 
 impl ServeConfig {
@@ -118,6 +121,7 @@ impl ServeConfig {
             limits: limits::LimitsConfig::default(),
             admission: None,
             reload_every: Duration::from_secs(5),
+            readmit_window: crate::store::DEFAULT_READMIT_WINDOW,
             maintenance_every: Duration::from_secs(60),
             reconcile_every: Duration::from_secs(300),
             metrics_listen: None,
@@ -249,13 +253,19 @@ impl App {
             if announced.is_some_and(|t| now - t > max_age) {
                 // The event first: once the record is gone its poll says 404,
                 // and whoever sees that finds the reason in the trail (a crash
-                // in between repeats the event, which readers drop).
-                self.store.audit.record(
-                    "forgotten",
-                    serde_json::json!({"id": id.as_str(), "by": "expiry", "reason": "pending longer than the limit"}),
-                )?;
-                self.store.forget(&id)?;
-                tracing::info!(node = %id, "forgot a pending node past the age limit");
+                // in between repeats the event, which readers drop). Looked
+                // at again right before: an approval made since stands.
+                let forgotten = self.store.forget_expired(&id, || {
+                    self.store.audit.record(
+                        "forgotten",
+                        serde_json::json!({"id": id.as_str(), "by": "expiry", "reason": "pending longer than the limit"}),
+                    )
+                })?;
+                if forgotten {
+                    tracing::info!(node = %id, "forgot a pending node past the age limit");
+                } else {
+                    pending += 1;
+                }
             } else {
                 pending += 1;
             }
@@ -314,7 +324,11 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
              nodes provisioned with the fleet root will fall back to controller_ca_cert"
         );
     }
-    let store = Arc::new(Store::open_for_server(&config.state).map_err(StartupError::State)?);
+    let store = Arc::new(
+        Store::open_for_server(&config.state)
+            .map_err(StartupError::State)?
+            .with_readmit_window(config.readmit_window),
+    );
     tracing::info!(
         fleet_root_sha256 = %fleet.root_sha256,
         bundle_version = fleet.bundle_version,

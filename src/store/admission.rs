@@ -15,15 +15,25 @@
 //! GlusterFS a client that had looked that name up kept reading the linked
 //! (old) file after another host renamed the admitted record over it.
 //!
-//! A write that fails after step 2 undoes what was made, the claim last
-//! but one (the token is usable again) and the files last. A crash after
-//! step 2 leaves a claimed use and a claim file naming it: the next
-//! maintenance pass ([`Store::recover`]) finishes the admission, and the
-//! node — which got no answer and announces again with a fresh secret and
-//! the same token — is recognised by its CA and answered `admitted` with
-//! the first id. A token's use is thus bound to the CA that spent it.
-//! (Earlier versions kept the pending record at `nodes/<id>.json` itself;
-//! such a record naming its claim is recovered the same way.)
+//! Past the commit point nothing is ever undone: a write that fails there
+//! (a full disk) is a crash like any other. The claim file stays, and the
+//! admission is finished by whoever comes first — the node announcing
+//! again (same CA, same token: answered `admitted` with the first id), or
+//! a maintenance pass ([`Store::recover`]) once the claim is 30 s old. So
+//! no process ever releases a use or removes a record or an approval that
+//! another process may have finished meanwhile (a replica that stalled
+//! after its claim, then failed), and `tokens revoke` is final: no use is
+//! ever given back. A token's use is thus bound to the CA that spent it.
+//!
+//! An admission is *finished* once its claim file is gone; from then on an
+//! admin's decision about it stands: a removed `approved/<id>` is not made
+//! again by recovery, nor by the node announcing again. The same CA
+//! presenting the spent token again is answered `admitted` only while the
+//! admission is unfinished or still approved, and only within the readmit
+//! window ([`Store::readmit_window`]) after it: the node whose answer was
+//! lost. (Earlier versions kept the pending record at `nodes/<id>.json`
+//! itself; such a record, pending and naming its claim, is unfinished and
+//! recovered the same way.)
 
 use std::io;
 
@@ -76,6 +86,18 @@ impl Store {
     /// is reached), an announcement that does not admit stores nothing.
     pub fn announce(
         &self,
+        record: NodeRecord,
+        token: &str,
+        bundle_version: u64,
+        room: bool,
+    ) -> io::Result<Admission> {
+        let admission = self.store_announcement(record, token, bundle_version, room);
+        self.note_writes(&admission);
+        admission
+    }
+
+    fn store_announcement(
+        &self,
         mut record: NodeRecord,
         token: &str,
         bundle_version: u64,
@@ -103,8 +125,10 @@ impl Store {
             // Looked for even when the token is no longer listed: its last
             // use blanked it from the file.
             let mac = self.tokens.ledger.mac(token)?;
-            if let Some(earlier) = self.holder_with_same_ca(&mac, MAX_USES_SCANNED, &record)? {
-                return self.readmit(earlier, &record, token, bundle_version);
+            if let Some(earlier) = self.holder_with_same_ca(&mac, MAX_USES_SCANNED, &record)?
+                && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
+            {
+                return Ok(admission);
             }
         }
         let Offer::Valid { mac, uses } = self.tokens.offer(token)? else {
@@ -120,25 +144,27 @@ impl Store {
         let claim_path = self.write_claim(&record)?;
         for n in 1..=uses {
             if self.tokens.ledger.claim(&mac, n, &claim_path)? {
-                return match self.finish(&mut record, token, Some(bundle_version)) {
-                    Ok(()) => {
-                        self.remove_claim(&id);
-                        // Blanked from `tokens` only once no use can come
-                        // back (another admission of this token failing).
-                        if n == uses {
-                            if uses == 1 || self.tokens.ledger.spent_for_good(&mac, uses)? {
-                                self.tokens.spent(token);
-                            } else {
-                                self.tokens.sweep_later();
-                            }
-                        }
-                        Ok(Admission { id, outcome: Outcome::Admitted })
+                if let Err(e) = self.finish(&mut record, token, Some(bundle_version)) {
+                    // Past the commit point: no undo (another process may
+                    // finish it meanwhile); the node's retry or recovery does.
+                    tracing::error!(
+                        node = %id, cause = %e,
+                        "a token admission failed after its use was claimed; the node's next announcement, \
+                         or maintenance once it is 30 s old, finishes it"
+                    );
+                    return Err(e);
+                }
+                self.remove_claim(&id);
+                // Blanked from `tokens` only once no claimed use can still
+                // be unfinished (another admission of this token).
+                if n == uses {
+                    if uses == 1 || self.tokens.ledger.spent_for_good(&mac, uses)? {
+                        self.tokens.spent(token);
+                    } else {
+                        self.tokens.sweep_later();
                     }
-                    Err(e) => {
-                        self.undo(&id, &mac, n);
-                        Err(e)
-                    }
-                };
+                }
+                return Ok(Admission { id, outcome: Outcome::Admitted });
             }
         }
         // Every use is spent: the node waits for an admin, as without a
@@ -169,6 +195,10 @@ impl Store {
     /// Callers wait until no live process can still be finishing it.
     pub fn recover(&self, id: &NodeId, claim: &str) -> io::Result<bool> {
         let Some(mac) = Mac::parse(claim) else { return Ok(false) };
+        if !self.is_unfinished(id)? {
+            // Finished: an approval removed since is an admin's decision.
+            return Ok(false);
+        }
         if self.is_approved(id) {
             self.remove_claim(id);
             return Ok(false);
@@ -189,6 +219,16 @@ impl Store {
         }
         self.remove_claim(id);
         Ok(false)
+    }
+
+    /// Whether `id`'s token admission is unfinished: its claim file is
+    /// there, or (earlier versions) its record is pending and names a
+    /// claim. A finished one is never finished again.
+    fn is_unfinished(&self, id: &NodeId) -> io::Result<bool> {
+        if durable::present(&self.claim_path(id))? {
+            return Ok(true);
+        }
+        Ok(self.read_record(id)?.is_some_and(|r| !r.admitted && r.token_claim.is_some()))
     }
 
     /// Step 1: the claim file, whole, its name not yet durable (the claim
@@ -218,6 +258,11 @@ impl Store {
     /// the answer carries, `None` when no answer goes out (a recovery).
     fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> io::Result<()> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        if !self.is_unfinished(&id)? {
+            // Another process finished it while this one stalled: what it
+            // made, and what an admin decided since, stand.
+            return Ok(());
+        }
         let mut admitted = json!({"id": record.id, "by": "token"});
         if !token.is_empty() {
             admitted["token_sha256_prefix"] = json!(token_fingerprint(token));
@@ -242,26 +287,6 @@ impl Store {
         written.map_err(|_| io::Error::other("the record writer panicked"))??;
         audited?;
         self.approve(&id, "token", "")
-    }
-
-    /// Takes back a claimed use whose admission could not be written: the
-    /// approval first (nothing admits without a use), then the use (the
-    /// token admits again), then the record. Best effort: what cannot be
-    /// undone is finished by [`Store::recover`] instead.
-    fn undo(&self, id: &NodeId, mac: &Mac, n: u32) {
-        let steps = [
-            durable::remove_durably(&self.approval_path(id)),
-            durable::remove_durably(&self.marker("delivered", id)),
-            self.tokens.ledger.release(mac, n),
-            durable::remove_durably(&self.record_path(id)),
-            durable::remove_durably(&self.claim_path(id)),
-        ];
-        for step in steps {
-            if let Err(e) = step {
-                tracing::error!(node = %id, cause = %e, "could not undo an admission that failed; the next maintenance finishes it");
-                return;
-            }
-        }
     }
 
     /// The earlier node that spent a use of `mac` with the CA `fresh` presents, if any.
@@ -291,24 +316,47 @@ impl Store {
     }
 
     /// The node that spent this token announced again (its answer was
-    /// lost): the earlier record takes the new secret and address, and its
-    /// admission is finished (again, which repeats no state).
+    /// lost), within the readmit window: answered `admitted` with its first
+    /// id. An unfinished admission is finished now; a finished one is
+    /// answered only while its approval stands (an admin who withdrew it
+    /// decided). The record is not changed: not its name, address, peer
+    /// address or poll secret (janusd never polls after an admitting
+    /// answer). `None`: not honoured; the token counts as spent.
     fn readmit(
         &self,
         mut earlier: NodeRecord,
         fresh: &NodeRecord,
         token: &str,
         bundle_version: u64,
-    ) -> io::Result<Admission> {
-        earlier.poll_secret_sha256 = fresh.poll_secret_sha256.clone();
-        earlier.address = fresh.address.clone();
-        earlier.peer_address = fresh.peer_address.clone();
-        self.finish(&mut earlier, token, Some(bundle_version))?;
+    ) -> io::Result<Option<Admission>> {
         let id =
             NodeId::parse(&earlier.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
-        self.remove_claim(&id);
+        let admitted_at = earlier.announced_at.as_deref().and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        });
+        let within = admitted_at.is_some_and(|at| {
+            let age = time::OffsetDateTime::now_utc() - at;
+            age >= time::Duration::ZERO && age.unsigned_abs() <= self.readmit_window
+        });
+        if !within {
+            return Ok(None);
+        }
+        if self.is_unfinished(&id)? {
+            self.finish(&mut earlier, token, Some(bundle_version))?;
+            self.remove_claim(&id);
+        } else if !self.is_approved(&id) {
+            return Ok(None);
+        }
+        self.audit.record(
+            "readmitted",
+            json!({
+                "id": earlier.id, "by": "token", "token_sha256_prefix": token_fingerprint(token),
+                "peer_address": fresh.peer_address, "address": fresh.address,
+                "ca_sha256": fresh.ca_sha256, "bundle_version": bundle_version,
+            }),
+        )?;
         tracing::info!(node = %id, "the node that spent this token announced again: answered with its first id");
-        Ok(Admission { id, outcome: Outcome::Admitted })
+        Ok(Some(Admission { id, outcome: Outcome::Admitted }))
     }
 }
 

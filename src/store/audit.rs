@@ -57,7 +57,8 @@ impl Audit {
     }
 
     /// Every event of the trail, every writer's, in time order (a file's
-    /// own order kept within a second). Unparsable lines are skipped.
+    /// own order kept within a second). Unparsable lines are skipped, with
+    /// a warning naming the file and how many.
     pub fn events(&self) -> io::Result<Vec<Value>> {
         self.events_matching(|_| true)
     }
@@ -84,9 +85,20 @@ impl Audit {
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
                 Err(e) => return Err(with_path(e, &source)),
             };
-            events.extend(
-                text.lines().filter(|l| keep(l)).filter_map(|l| serde_json::from_str::<Value>(l).ok()),
-            );
+            let before = events.len();
+            let mut lines = 0;
+            for line in text.lines().filter(|l| keep(l)) {
+                lines += 1;
+                events.extend(serde_json::from_str::<Value>(line).ok());
+            }
+            let torn = lines - (events.len() - before);
+            if torn > 0 {
+                tracing::warn!(
+                    file = %source.display(),
+                    lines = torn,
+                    "skipped audit lines that do not parse (a write a crash or a full disk cut short, or a hand edit)"
+                );
+            }
         }
         events.sort_by_cached_key(|e| e["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0));
         Ok(events)

@@ -10,9 +10,9 @@
 //! Invariants: the file server resolves the exclusive create atomically, so
 //! two processes, on two hosts, never both win a use, whatever copy of
 //! `tokens` each read; a use once recorded admits nobody else, even when an
-//! editor puts the token back. Markers are never removed, except by the
-//! process that made one and then failed to finish the admission (undo),
-//! and by `tokens revoke`, which fills every use instead.
+//! editor puts the token back. Markers are never removed: an admission
+//! that fails after its claim is finished later, never undone, and
+//! `tokens revoke` fills every free use instead.
 
 use std::fs;
 use std::io::{self, Read};
@@ -25,8 +25,7 @@ use sha2::Sha256;
 
 use super::NodeId;
 use crate::durable::{
-    create_exclusive, ensure_private_dir, libc_nofollow, present, remove_durably, retry_stale, sync_dir,
-    with_path,
+    create_exclusive, ensure_private_dir, libc_nofollow, present, retry_stale, sync_dir, with_path,
 };
 
 /// The ledger's directory: one marker per use of a token.
@@ -111,18 +110,12 @@ impl Ledger {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
             Err(e) => return Err(with_path(e, &marker)),
         }
+        // A failed sync leaves the marker: another process may already have
+        // seen it and finished the admission. The claim's owner reports the
+        // error; the admission is finished later, as after a crash.
         let synced = record.parent().map_or(Ok(()), sync_dir).and_then(|()| sync_dir(&self.dir));
-        if let Err(e) = synced {
-            let _ = fs::remove_file(&marker);
-            return Err(with_path(e, &marker));
-        }
+        synced.map_err(|e| with_path(e, &marker))?;
         Ok(true)
-    }
-
-    /// Gives use `n` back: only the process that claimed it and could not
-    /// finish the admission calls this.
-    pub fn release(&self, mac: &Mac, n: u32) -> io::Result<()> {
-        remove_durably(&self.marker(mac, n))
     }
 
     /// Who holds use `n` of `mac`, if anyone: the marker holds the node's

@@ -172,7 +172,25 @@ pub struct Store {
     /// Set while `state-format` names a layout this binary does not know:
     /// every write is refused until it names one it does.
     format_refusal: std::sync::RwLock<Option<format::FormatError>>,
+    /// How long after a token admission the same CA presenting the spent
+    /// token again is answered `admitted` (its answer was lost).
+    readmit_window: std::time::Duration,
+    /// The last announcement whose writes failed for want of room or
+    /// permission, and when: `/healthz` reports it until a write succeeds
+    /// or it is [`WRITE_FAILURE_MEMORY`] old.
+    write_failure: std::sync::Mutex<Option<(std::time::Instant, String)>>,
 }
+
+/// How long a failed write keeps `/healthz` unavailable without a later success.
+const WRITE_FAILURE_MEMORY: std::time::Duration = std::time::Duration::from_secs(30);
+
+/// What the health probe writes in each directory an admission writes to:
+/// larger than a record, so a nearly full disk fails it as it fails them.
+const PROBE_BYTES: usize = 8 * 1024;
+
+/// The readmit window by default: longer than janusd's retries take to
+/// reach their 2-minute pace (5 s, 10 s, 20 s, 40 s, 80 s, 120 s, …).
+pub const DEFAULT_READMIT_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// Where a node stands, derived from the files alone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -218,6 +236,8 @@ impl Store {
             audit: Audit::new(dir),
             unsettled: Default::default(),
             format_refusal: Default::default(),
+            readmit_window: DEFAULT_READMIT_WINDOW,
+            write_failure: Default::default(),
         };
         store.ensure_layout()?;
         for sub in std::iter::once(dir.to_path_buf()).chain(SUBDIRS.iter().map(|s| dir.join(s))) {
@@ -227,6 +247,18 @@ impl Store {
             format::mark(dir, found)?;
         }
         Ok(store)
+    }
+
+    /// Sets the readmit window (`serve --readmit-window`).
+    pub fn with_readmit_window(mut self, window: std::time::Duration) -> Self {
+        self.readmit_window = window;
+        self
+    }
+
+    /// How long after a token admission its CA presenting the spent token
+    /// again is still answered `admitted` with the first id.
+    pub fn readmit_window(&self) -> std::time::Duration {
+        self.readmit_window
     }
 
     /// Reads `state-format` again (every maintenance pass): a format this
@@ -467,20 +499,68 @@ impl Store {
         durable::remove_durably(&self.dir.join("rejected-cas").join(ca_sha256))
     }
 
-    /// Removes every file about `id`; when it was rejected, the rejection
-    /// of its CA goes with it.
-    pub fn forget(&self, id: &NodeId) -> io::Result<()> {
-        if self.is_rejected(id)
+    /// Removes every file about `id`. Rejection is by CA and only the
+    /// admin's own decision lifts it: forgetting the very record an admin
+    /// rejected (`rejected-cas/<sha256>` names it) lifts its CA's rejection,
+    /// and that CA is returned (the caller audits it); forgetting any other
+    /// record — a later announcement the server rejected for its CA, say —
+    /// never does.
+    pub fn forget(&self, id: &NodeId) -> io::Result<Option<String>> {
+        let mut lifted = None;
+        if self.rejection(id).is_some_and(|r| r.by == "command")
             && let Some(ca) = self.read_record(id).ok().flatten().and_then(|r| r.ca_sha256)
+            && self.ca_rejected_as(&ca).as_ref() == Some(id)
         {
             self.lift_ca_rejection(&ca)?;
+            lifted = Some(ca);
         }
         durable::remove_durably(&self.record_path(id))?;
         durable::remove_durably(&self.claim_path(id))?;
         for sub in ["approved", "rejected", "delivered"] {
             durable::remove_durably(&self.marker(sub, id))?;
         }
-        Ok(())
+        Ok(lifted)
+    }
+
+    /// The record whose rejection by an admin rejected this CA.
+    fn ca_rejected_as(&self, ca_sha256: &str) -> Option<NodeId> {
+        if !is_sha256_hex(ca_sha256) {
+            return None;
+        }
+        let note = durable::read_fresh(&self.dir.join("rejected-cas").join(ca_sha256)).ok()?;
+        let note: Value = serde_json::from_slice(&note).ok()?;
+        note.get("id").and_then(Value::as_str).and_then(NodeId::parse)
+    }
+
+    /// Forgets a pending record the age limit expired — if it still is
+    /// pending right now: the listing it came from may be a pass old, and
+    /// an admin may approve or reject it meanwhile. Only the record goes
+    /// (a pending record has no approval to remove); if an approval
+    /// appears between the look and the removal, the record is written
+    /// back. `before` runs once the record is known to be pending, before
+    /// it goes (the audit event). True when it was forgotten.
+    pub fn forget_expired(&self, id: &NodeId, before: impl FnOnce() -> io::Result<()>) -> io::Result<bool> {
+        let settled = |store: &Self| {
+            durable::present(&store.approval_path(id)).unwrap_or(true)
+                || durable::present(&store.marker("rejected", id)).unwrap_or(true)
+        };
+        if settled(self) {
+            return Ok(false);
+        }
+        let path = self.record_path(id);
+        let bytes = match durable::read_fresh(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(durable::with_path(e, &path)),
+        };
+        before()?;
+        durable::remove_durably(&path)?;
+        if settled(self) {
+            self.write_file(&path, &bytes)?;
+            tracing::info!(node = %id, "an admin settled a node as it was being forgotten: its record is back");
+            return Ok(false);
+        }
+        Ok(true)
     }
 
     /// Whether the trust went out to `id` already.
@@ -698,18 +778,59 @@ impl Store {
         Ok(pending)
     }
 
-    /// Whether the state can be relied on: a durable write (with `fsync`)
-    /// in the state directory succeeds, and `tokens` and `tokens.meta.json`
-    /// read and parse.
+    /// Notes how an announcement's writes went: a failure for want of room
+    /// or permission (ENOSPC, EDQUOT, EROFS, EACCES) makes `/healthz` say
+    /// so until a write succeeds again.
+    pub fn note_writes<T>(&self, result: &io::Result<T>) {
+        let mut failure = self.write_failure.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(_) => *failure = None,
+            Err(e) if is_lack_of_room_or_right(e) => {
+                *failure = Some((std::time::Instant::now(), e.to_string()));
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Whether the state can be relied on: no announcement's write failed
+    /// for want of room or permission lately, a durable write (with
+    /// `fsync`) of a record's size succeeds in every directory a token
+    /// admission writes to, and `tokens` and `tokens.meta.json` read and
+    /// parse.
     pub fn check_health(&self) -> Result<(), Unhealthy> {
         if let Some(refusal) = self.format_refusal() {
             return Err(Unhealthy(refusal.to_string()));
         }
+        if let Some((at, why)) = self.write_failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
+            && at.elapsed() < WRITE_FAILURE_MEMORY
+        {
+            return Err(Unhealthy(format!(
+                "announcements fail to write ({}s ago): {why}",
+                at.elapsed().as_secs()
+            )));
+        }
         self.ensure_layout().map_err(|e| Unhealthy(e.to_string()))?;
-        let probe = (self.dir).join(format!("{}healthz-{}", durable::TEMP_PREFIX, std::process::id()));
-        let written = durable::create_exclusive(&probe, b"probe", 0o600);
-        let _ = fs::remove_file(&probe);
-        written.map_err(|e| Unhealthy(format!("state directory not writable: {e}")))?;
+        let probe_name = format!("{}healthz-{}", durable::TEMP_PREFIX, std::process::id());
+        let probe = vec![b'.'; PROBE_BYTES];
+        let dirs = [".", "nodes", ledger::LEDGER_DIR, "approved", audit::AUDIT_DIR];
+        for sub in dirs {
+            let path = self.dir.join(sub).join(&probe_name);
+            let written = durable::create_exclusive(&path, &probe, 0o600);
+            let _ = fs::remove_file(&path);
+            written.map_err(|e| Unhealthy(format!("state directory not writable: {e}")))?;
+        }
         self.tokens.health()
     }
+}
+
+/// Whether `e` says the file system refuses writes: full, over quota,
+/// read-only, or not ours to write.
+fn is_lack_of_room_or_right(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull
+            | io::ErrorKind::QuotaExceeded
+            | io::ErrorKind::ReadOnlyFilesystem
+            | io::ErrorKind::PermissionDenied
+    )
 }

@@ -52,13 +52,18 @@ async fn a_known_token_admits_at_once_and_only_once() {
     assert_ne!(json(&again)["id"], id.as_str());
 
     // The same node again (janusd re-announces, new secret, same token, when
-    // it lost the answer or failed to apply the trust): its first id, admitted.
-    let secret = new_secret();
-    let again = post(&client, &announcement("edge-2", &ca, "the-token", &secret)).await;
+    // it lost the answer or failed to apply the trust): its first id,
+    // admitted, with the trust; its record is not changed by it.
+    let record_before = records(&fx.state()).into_iter().find(|r| r["id"] == id.as_str()).unwrap();
+    let again = post(&client, &announcement("edge-2", &ca, "the-token", &new_secret())).await;
     assert_eq!(json(&again)["admitted"], true);
     assert_eq!(json(&again)["id"], id.as_str());
+    assert!(json(&again)["trust"]["bundle"].is_string());
+    let record_after = records(&fx.state()).into_iter().find(|r| r["id"] == id.as_str()).unwrap();
+    assert_eq!(record_after, record_before, "name, address, peer address and secret stay");
+    assert!(audit_trail(&fx.state()).contains("\"event\":\"readmitted\""));
 
-    // An admitted node that asks again (power lost mid-apply) gets the trust.
+    // The node polls with the secret it was admitted with: the trust.
     let poll = get(&client, &format!("/register/{id}"), Some(&secret)).await;
     assert_eq!(poll.status, 200);
     server.stop().await;
