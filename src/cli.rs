@@ -56,7 +56,7 @@ pub enum Command {
     #[command(
         after_help = "Example:\n  janus-registration serve --fleet fleet/ --cert controller.crt --key controller.key --state state/"
     )]
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Mint a development fleet, the endpoint's certificate, or a node CA.
     #[command(
         subcommand,
