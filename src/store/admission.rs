@@ -144,6 +144,7 @@ impl Store {
         let claim_path = self.write_claim(&record)?;
         for n in 1..=uses {
             if self.tokens.ledger.claim(&mac, n, &claim_path)? {
+                stall_after_claim();
                 if let Err(e) = self.finish(&mut record, token, Some(bundle_version)) {
                     // Past the commit point: no undo (another process may
                     // finish it meanwhile); the node's retry or recovery does.
@@ -357,6 +358,22 @@ impl Store {
         )?;
         tracing::info!(node = %id, "the node that spent this token announced again: answered with its first id");
         Ok(Some(Admission { id, outcome: Outcome::Admitted }))
+    }
+}
+
+/// A test hook: while the file `JANUS_REGISTRATION_TEST_STALL_AFTER_CLAIM`
+/// names exists, a process that has just won a token's use waits before
+/// finishing it, as a replica stopped (SIGSTOP) or stuck in an `fsync`
+/// right after its commit point does. Read once; unset, it costs nothing.
+fn stall_after_claim() {
+    static STALL_WHILE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let stall_while = STALL_WHILE.get_or_init(|| {
+        std::env::var_os("JANUS_REGISTRATION_TEST_STALL_AFTER_CLAIM").map(std::path::PathBuf::from)
+    });
+    if let Some(path) = stall_while {
+        while path.exists() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 

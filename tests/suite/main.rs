@@ -11,6 +11,7 @@ mod agent;
 mod agent_cli;
 mod bounds;
 mod certs_interop;
+mod decisions;
 mod deploy;
 mod hostile_nodes;
 mod operate;

@@ -466,27 +466,6 @@ async fn a_planted_link_is_never_written_through() {
     server.stop().await;
 }
 
-/// A tmpfs of `size` at `at`, unmounted when dropped; `None` where mounting is refused.
-struct Tmpfs(std::path::PathBuf);
-
-impl Tmpfs {
-    fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
-        fs::create_dir_all(at).unwrap();
-        let status = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
-            .arg(at)
-            .stderr(std::process::Stdio::null())
-            .status();
-        status.is_ok_and(|s| s.success()).then(|| Tmpfs(at.to_path_buf()))
-    }
-}
-
-impl Drop for Tmpfs {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
-    }
-}
-
 #[tokio::test]
 async fn a_full_disk_spends_no_token_and_the_retry_admits() {
     let fx = Fixture::new();

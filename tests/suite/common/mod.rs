@@ -147,8 +147,14 @@ pub struct Process {
 
 impl Process {
     pub fn start(args: &[String]) -> Self {
-        let mut child = Command::new(BIN)
-            .args(args)
+        let mut command = Command::new(BIN);
+        command.args(args);
+        Self::start_command(command)
+    }
+
+    /// `command` (the binary, or a wrapper that runs it) as a server.
+    pub fn start_command(mut command: Command) -> Self {
+        let mut child = command
             .env("RUST_LOG", "janus_registration=debug")
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
@@ -488,4 +494,25 @@ pub async fn approved_node(fx: &Fixture, addr: SocketAddr) -> (Endpoint, String,
     let (id, secret, _) = announce(&client, "edge", &certs::mint_node_ca("edge").unwrap(), "").await;
     std::fs::write(fx.state().join("approved").join(&id), b"").unwrap();
     (client, format!("/register/{id}"), secret)
+}
+
+/// A tmpfs of `size` at `at`, unmounted when dropped; `None` where mounting is refused.
+pub struct Tmpfs(std::path::PathBuf);
+
+impl Tmpfs {
+    pub fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+        std::fs::create_dir_all(at).unwrap();
+        let status = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
+            .arg(at)
+            .stderr(std::process::Stdio::null())
+            .status();
+        status.is_ok_and(|s| s.success()).then(|| Tmpfs(at.to_path_buf()))
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
+    }
 }

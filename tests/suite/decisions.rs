@@ -1,0 +1,310 @@
+//! An admin's decision sticks and a token admits one node, against the
+//! races of replicas, maintenance and admins: a stalled replica never
+//! undoes another's admission, a removed approval stays removed, a
+//! rejection is lifted only by forgetting the record the admin rejected, a
+//! spent token is honoured only within its window, expiry never deletes an
+//! approval made meanwhile, a full disk never tears the audit trail, and
+//! `/healthz` says when the writes an admission needs fail.
+
+use std::fs;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+use crate::common::*;
+use janus_registration::certs::{self, Minted};
+use janus_registration::store::NodeId;
+
+/// The ids the answers to announcing `ca` with `token` gave, and whether admitted.
+async fn announce_with(
+    client: &janus_registration::agent::http::Endpoint,
+    ca: &Minted,
+    token: &str,
+    secret: &str,
+) -> (String, bool) {
+    let answer = post(client, &announcement("edge", ca, token, secret)).await;
+    assert_eq!(answer.status, 201, "{}", answer.text());
+    let body = json(&answer);
+    (body["id"].as_str().unwrap().to_string(), body["admitted"] == true)
+}
+
+fn admitted_events(state: &Path, id: &str) -> usize {
+    audit_trail(state).lines().filter(|l| l.contains("\"event\":\"admitted\"") && l.contains(id)).count()
+}
+
+/// How many maintenance passes the server has logged.
+fn passes(server: &Process) -> usize {
+    server.log().matches("state scanned").count()
+}
+
+fn wait_passes(server: &Process, more: usize) {
+    let start = passes(server);
+    assert!(
+        wait_for(Duration::from_secs(30), || passes(server) >= start + more),
+        "maintenance ran: {}",
+        server.log()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stalled_replica_never_undoes_an_admission_another_finished() {
+    let fx = Fixture::new();
+    fx.write_tokens("the-token\n");
+    let stall = fx.dir.path().join("stall");
+    fs::write(&stall, b"").unwrap();
+    let mut a = Command::new(BIN);
+    a.args(fx.serve_args()).env("JANUS_REGISTRATION_TEST_STALL_AFTER_CLAIM", &stall);
+    let a = Process::start_command(a);
+    let b = Process::start(&fx.serve_args());
+    let (to_a, to_b) = (node_client(&fx, a.addr), node_client(&fx, b.addr));
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let first_secret = new_secret();
+
+    // Replica A wins the use, then stalls before finishing.
+    let body = announcement("edge", &ca, "the-token", &first_secret);
+    let stalled = tokio::spawn(async move { post(&to_a, &body).await });
+    let ledger = fx.state().join("token-uses");
+    assert!(
+        wait_for(Duration::from_secs(10), || fs::read_dir(&ledger).is_ok_and(|d| d.count() > 0)),
+        "A claimed the use"
+    );
+    // The node times out and announces again to B: answered with A's id.
+    let (id, admitted) = announce_with(&to_b, &ca, "the-token", &new_secret()).await;
+    assert!(admitted, "B finishes the admission A claimed");
+    let approval = fx.state().join("approved").join(&id);
+    assert!(approval.exists());
+
+    // A resumes. Whatever it meets now, it undoes nothing B finished.
+    fs::remove_file(&stall).unwrap();
+    let answer = stalled.await.unwrap();
+    assert_eq!(answer.status, 201, "{}", answer.text());
+    assert_eq!(json(&answer)["id"], id.as_str());
+    assert!(approval.exists(), "the approval stays");
+    assert_eq!(fs::read_dir(&ledger).unwrap().count(), 1, "the use stays spent");
+    let client = node_client(&fx, b.addr);
+    assert_eq!(get(&client, &format!("/register/{id}"), Some(&first_secret)).await.status, 200);
+    // Another CA with the token: spent, it waits.
+    let (_, admitted) =
+        announce_with(&client, &certs::mint_node_ca("x").unwrap(), "the-token", &new_secret()).await;
+    assert!(!admitted, "one token, one node");
+}
+
+#[tokio::test]
+async fn a_removed_approval_stays_removed() {
+    let fx = Fixture::new();
+    fx.write_tokens("the-token\n");
+    let mut args = fx.serve_args();
+    args.extend(["--maintenance-every".into(), "100ms".into(), "--reconcile-every".into(), "100ms".into()]);
+    let server = Process::start(&args);
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let secret = new_secret();
+    let (id, admitted) = announce_with(&client, &ca, "the-token", &secret).await;
+    assert!(admitted);
+    assert_eq!(admitted_events(&fx.state(), &id), 1);
+
+    // The README allows it by hand: the admin withdraws the approval.
+    fs::remove_file(fx.state().join("approved").join(&id)).unwrap();
+    wait_passes(&server, 5);
+    assert!(!fx.state().join("approved").join(&id).exists(), "recovery does not make it again");
+    assert_eq!(admitted_events(&fx.state(), &id), 1, "nor audits a second admission");
+    assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 202);
+
+    // The node announcing again with its spent token is not admitted either.
+    let (again, admitted) = announce_with(&client, &ca, "the-token", &new_secret()).await;
+    assert!(!admitted, "a withdrawn node waits for an admin");
+    assert_ne!(again, id);
+    assert!(!fx.state().join("approved").join(&id).exists());
+}
+
+#[tokio::test]
+async fn forgetting_any_record_but_the_rejected_one_keeps_its_ca_rejected() {
+    let fx = Fixture::new();
+    fx.write_tokens("token-1\ntoken-2\n");
+    let server = Process::start(&fx.serve_args());
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (rejected, _) = announce_with(&client, &ca, "", &new_secret()).await;
+    let (ok, out, err) = admin(&fx.state(), &["nodes", "reject", &rejected]);
+    assert!(ok, "{out} {err}");
+    // A later announcement of that CA: rejected by the server, a duplicate.
+    let (duplicate, admitted) = announce_with(&client, &ca, "", &new_secret()).await;
+    assert!(!admitted);
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "forget", &duplicate]);
+    assert!(ok, "{err}");
+    // Routine clean-up lifted nothing: a token does not admit that CA.
+    let (_, admitted) = announce_with(&client, &ca, "token-1", &new_secret()).await;
+    assert!(!admitted, "the CA the admin rejected stays rejected");
+    let (ok, list, _) = admin(&fx.state(), &["nodes", "list"]);
+    assert!(ok && list.contains("rejected"), "{list}");
+
+    // Forgetting the record the admin rejected is the explicit lift, audited.
+    let (ok, out, err) = admin(&fx.state(), &["nodes", "forget", &rejected]);
+    assert!(ok, "{err}");
+    assert!(out.contains("lifted the rejection of its CA"), "{out}");
+    assert!(audit_trail(&fx.state()).contains("\"event\":\"ca_unrejected\""));
+    let (_, admitted) = announce_with(&client, &ca, "token-2", &new_secret()).await;
+    assert!(admitted, "lifted: the token admits it");
+}
+
+#[tokio::test]
+async fn a_spent_token_is_honoured_for_its_node_only_within_the_window() {
+    let fx = Fixture::new();
+    fx.write_tokens("the-token\n");
+    let mut args = fx.serve_args();
+    args.extend(["--readmit-window".into(), "2s".into()]);
+    let server = Process::start(&args);
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (id, admitted) = announce_with(&client, &ca, "the-token", &new_secret()).await;
+    assert!(admitted);
+    let admitted_at = std::time::Instant::now();
+    let (again, admitted) = announce_with(&client, &ca, "the-token", &new_secret()).await;
+    assert!(admitted && again == id, "within the window: the first id");
+    // Past the window (waited for on the clock, not guessed).
+    assert!(wait_for(Duration::from_secs(10), || admitted_at.elapsed() > Duration::from_secs(3)));
+    let (later, admitted) = announce_with(&client, &ca, "the-token", &new_secret()).await;
+    assert!(!admitted, "past the window a spent token is spent");
+    assert_ne!(later, id);
+    let record = records(&fx.state()).into_iter().find(|r| r["id"] == id.as_str()).unwrap();
+    assert!(!record["peer_address"].is_null());
+}
+
+#[tokio::test]
+async fn expiry_never_deletes_an_approval_made_while_it_runs() {
+    let fx = Fixture::new();
+    const N: usize = 1500;
+    // Pending records two days old, as any version writes them.
+    let nodes = fx.state().join("nodes");
+    fs::create_dir_all(&nodes).unwrap();
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let ids: Vec<NodeId> = (0..N).map(|_| NodeId::generate()).collect();
+    for id in &ids {
+        let record = serde_json::json!({
+            "id": id.as_str(), "name": "edge", "address": "10.0.2.15:9505", "ca_cert_pem": ca.cert_pem,
+            "admitted": false, "poll_secret_sha256": "00", "announced_at": "2026-01-01T00:00:00Z",
+        });
+        fs::write(nodes.join(format!("{id}.json")), record.to_string()).unwrap();
+    }
+    let mut args = fx.serve_args();
+    args.extend(["--pending-max-age".into(), "1d".into(), "--maintenance-every".into(), "100ms".into()]);
+    let server = Process::start(&args);
+    // The admin approves every one of them while the passes run.
+    let approved = fx.state().join("approved");
+    for id in &ids {
+        fs::write(approved.join(id.as_str()), b"").unwrap();
+    }
+    wait_passes(&server, 3);
+    let kept = ids.iter().filter(|id| approved.join(id.as_str()).exists()).count();
+    assert_eq!(kept, N, "every approval made stays");
+    let with_record = ids.iter().filter(|id| nodes.join(format!("{id}.json")).exists()).count();
+    let forgotten = audit_trail(&fx.state()).matches("\"event\":\"forgotten\"").count();
+    assert!(with_record + forgotten >= N, "{with_record} records kept, {forgotten} forgotten");
+    assert!(forgotten < N, "the race was run: some approvals came first");
+}
+
+/// A server whose state directory is a 2 MiB tmpfs; `None` (and SKIPPED
+/// said) where mounting is refused.
+fn on_a_small_disk(fx: &Fixture) -> Option<(Tmpfs, Process)> {
+    let Some(mount) = Tmpfs::mount(&fx.state(), "2m") else {
+        eprintln!("SKIPPED: mount -t tmpfs is refused here");
+        return None;
+    };
+    Some((mount, Process::start(&fx.serve_args())))
+}
+
+/// Fills the state directory's disk to within `leave` bytes of full; the filler.
+fn fill_leaving(state: &Path, leave: u64) -> std::path::PathBuf {
+    let filler = state.join("filler");
+    let free = rustix::fs::statvfs(state).map(|s| s.f_bavail * s.f_frsize).unwrap();
+    fs::write(&filler, vec![b'x'; free.saturating_sub(leave) as usize]).unwrap();
+    filler
+}
+
+#[tokio::test]
+async fn a_full_disk_never_tears_the_audit_trail() {
+    let fx = Fixture::new();
+    let Some((_mount, server)) = on_a_small_disk(&fx) else { return };
+    let client = node_client(&fx, server.addr);
+    // Within a few records of full, then announce until it refuses.
+    let filler = fill_leaving(&fx.state(), 24 * 1024);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let mut failures = 0;
+    for _ in 0..200 {
+        let answer = post(&client, &announcement("edge", &ca, "", &new_secret())).await;
+        if answer.status != 201 {
+            failures += 1;
+            if failures >= 5 {
+                break;
+            }
+        }
+    }
+    assert!(failures >= 5, "the disk filled");
+    fs::remove_file(&filler).unwrap();
+    let (id, _) = announce_with(&client, &ca, "", &new_secret()).await;
+    for entry in fs::read_dir(fx.state().join("audit")).unwrap() {
+        let text = fs::read_to_string(entry.unwrap().path()).unwrap();
+        assert!(text.ends_with('\n'));
+        for line in text.lines() {
+            serde_json::from_str::<serde_json::Value>(line)
+                .unwrap_or_else(|e| panic!("torn line {line:?}: {e}"));
+        }
+    }
+    assert!(audit_trail(&fx.state()).contains(&id), "the next event is whole");
+}
+
+#[tokio::test]
+async fn healthz_says_when_a_nearly_full_disk_fails_admissions() {
+    let fx = Fixture::new();
+    let Some((_mount, server)) = on_a_small_disk(&fx) else { return };
+    let client = node_client(&fx, server.addr);
+    assert_eq!(get(&client, "/healthz", None).await.status, 200);
+    // Room for a small file, not for a record.
+    let filler = fill_leaving(&fx.state(), 2048);
+    let health = eventually(|| get(&client, "/healthz", None), |a| a.status == 503).await;
+    assert_eq!(health.status, 503, "{}", health.text());
+    fs::remove_file(&filler).unwrap();
+    let health = eventually(|| get(&client, "/healthz", None), |a| a.status == 200).await;
+    assert_eq!(health.status, 200, "recovers once writes succeed: {}", health.text());
+}
+
+#[tokio::test]
+async fn healthz_says_when_an_admin_command_as_root_left_audit_unwritable() {
+    let fx = Fixture::new();
+    let nobody = "65534";
+    let runs_as_nobody = Command::new("setpriv")
+        .args(["--reuid", nobody, "--regid", nobody, "--clear-groups", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !runs_as_nobody {
+        eprintln!("SKIPPED: cannot run the server as another user here (setpriv, needs root)");
+        return;
+    }
+    // The server runs as its own user (nobody here), owning its state and
+    // able to read the fleet and certificate.
+    fs::create_dir(fx.state()).unwrap();
+    Command::new("chown").args(["-R", &format!("{nobody}:{nobody}")]).arg(fx.dir.path()).status().unwrap();
+    Command::new("chmod").args(["0755"]).arg(fx.dir.path()).status().unwrap();
+    let mut command = Command::new("setpriv");
+    command.args(["--reuid", nobody, "--regid", nobody, "--clear-groups", BIN]).args(fx.serve_args());
+    let server = Process::start_command(command);
+    let client = node_client(&fx, server.addr);
+    assert_eq!(get(&client, "/healthz", None).await.status, 200);
+
+    // An admin removes audit/ and a command run as root makes it again, root's.
+    fs::remove_dir_all(fx.state().join("audit")).unwrap();
+    let (ok, _, err) = admin(&fx.state(), &["tokens", "add"]);
+    assert!(ok, "{err}");
+    let health = eventually(|| get(&client, "/healthz", None), |a| a.status == 503).await;
+    assert_eq!(health.status, 503, "{}", health.text());
+    assert!(health.text().contains("audit"), "{}", health.text());
+    let ca = certs::mint_node_ca("e").unwrap();
+    let answer = post(&client, &announcement("edge", &ca, "", &new_secret())).await;
+    assert_eq!(answer.status, 500);
+    // Given back to the server's user: the next announcement is stored, and
+    // the endpoint is healthy again.
+    Command::new("chown").args(["-R", &format!("{nobody}:{nobody}")]).arg(fx.state()).status().unwrap();
+    announce_with(&client, &ca, "", &new_secret()).await;
+    let health = eventually(|| get(&client, "/healthz", None), |a| a.status == 200).await;
+    assert_eq!(health.status, 200, "{}", health.text());
+}
