@@ -12,9 +12,25 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 use std::io;
 
-/// Whether `c` can move the cursor, change colours or reorder text.
+/// Whether `c` can move the cursor, change colours, or change what a
+/// reader sees as lines or their order: C0 and C1 controls (U+0085 among
+/// them), DEL, the line and paragraph separators (U+2028, U+2029: a new
+/// line to any tool that splits lines as Unicode does), bidi marks,
+/// embeddings, overrides and isolates (U+061C, U+200E, U+200F,
+/// U+202A–U+202E, U+2066–U+2069), and zero-width characters (U+200B–U+200D,
+/// U+2060, U+FEFF) that hide text or make two strings look alike.
 fn is_unsafe(c: char) -> bool {
-    matches!(c, '\u{0}'..='\u{1f}' | '\u{7f}'..='\u{9f}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+    matches!(
+        c,
+        '\u{0}'..='\u{1f}'
+            | '\u{7f}'..='\u{9f}'
+            | '\u{061c}'
+            | '\u{200b}'..='\u{200f}'
+            | '\u{2028}'..='\u{202e}'
+            | '\u{2060}'
+            | '\u{2066}'..='\u{2069}'
+            | '\u{feff}'
+    )
 }
 
 /// `text` with every unsafe character shown as an escape; borrowed when
@@ -72,10 +88,11 @@ impl<W: io::Write> io::Write for EscapingWriter<W> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         // The usual line has nothing to escape: pass it on untouched (no
         // copy on the request path). Any byte that may start an unsafe
-        // character (a control, or the lead byte of C1 and bidi controls)
-        // takes the careful path.
+        // character (a control, or the lead byte of C1, U+061C, U+2000–2FFF
+        // and U+FEFF) takes the careful path.
         let body = buf.strip_suffix(b"\n").unwrap_or(buf);
-        if !body.iter().any(|&b| b < 0x20 || b == 0x7f || b == 0xc2 || b == 0xe2 || b >= 0xf8) {
+        let careful = |b: u8| b < 0x20 || matches!(b, 0x7f | 0xc2 | 0xd8 | 0xe2 | 0xef) || b >= 0xf8;
+        if !body.iter().any(|&b| careful(b)) {
             self.0.write_all(buf)?;
             return Ok(buf.len());
         }
@@ -106,6 +123,23 @@ mod tests {
         assert_eq!(escape("rtl\u{202e}gnp.exe"), "rtl\\u{202e}gnp.exe");
         assert_eq!(escape_lines("one\r\ntwo\x1b"), "one\\x0d\ntwo\\x1b");
         assert_eq!(escape("é ünïcödé"), "é ünïcödé");
+        // What a Unicode line splitter takes for a line break, and what
+        // reorders or hides text.
+        for c in [
+            '\u{85}', '\u{2028}', '\u{2029}', '\u{200e}', '\u{200f}', '\u{061c}', '\u{2066}', '\u{2067}',
+            '\u{2068}', '\u{2069}', '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{feff}',
+        ] {
+            let text = format!("CN=x{c}CA SHA-256: forged");
+            let shown = escape(&text);
+            assert!(!shown.contains(c), "{c:?} shown raw");
+            assert_eq!(shown.lines().count(), 1);
+            assert!(!json_text(&text).contains(c));
+            let mut out = Vec::new();
+            std::io::Write::write_all(&mut EscapingWriter(&mut out), format!("{text}\n").as_bytes()).unwrap();
+            assert!(!String::from_utf8(out).unwrap().contains(c), "{c:?} in a log line");
+        }
+        assert_eq!(escape("a\u{2028}b"), "a\\u{2028}b");
+        assert_eq!(escape("日本語"), "日本語");
     }
 
     #[test]

@@ -15,9 +15,46 @@ const ESCAPE: char = '\x1b';
 /// No byte that moves a cursor or recolours a screen, in any output.
 fn assert_terminal_safe(out: &str) {
     let unsafe_char = out.chars().find(|&c| {
-        (c < ' ' && c != '\n') || ('\u{7f}'..='\u{9f}').contains(&c) || ('\u{202a}'..='\u{202e}').contains(&c)
+        (c < ' ' && c != '\n')
+            || ('\u{7f}'..='\u{9f}').contains(&c)
+            || ('\u{200b}'..='\u{200f}').contains(&c)
+            || ('\u{2028}'..='\u{202e}').contains(&c)
+            || ('\u{2066}'..='\u{2069}').contains(&c)
+            || matches!(c, '\u{061c}' | '\u{2060}' | '\u{feff}')
     });
     assert!(unsafe_char.is_none(), "raw {unsafe_char:?} in:\n{out}");
+}
+
+/// The lines a Unicode-aware reader sees (Python's `str.splitlines`).
+fn unicode_lines(text: &str) -> Vec<&str> {
+    text.split(['\n', '\r', '\u{b}', '\u{c}', '\u{1c}', '\u{1d}', '\u{1e}', '\u{85}', '\u{2028}', '\u{2029}'])
+        .collect()
+}
+
+#[tokio::test]
+async fn unicode_line_breaks_and_invisible_marks_never_reach_an_admin_raw() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let forged = format!("CA SHA-256: {}", "0".repeat(64));
+    let ca = crafted_ca(
+        &format!("edge\u{2028}{forged}\u{2029}\u{200e}\u{202e}\u{2066}\u{200b}\u{feff}\u{85}"),
+        false,
+    );
+    // Names are checked at announcement (a hostname); the CA's subject is not.
+    let answer = post(&client, &announcement("edge", &ca, "", &new_secret())).await;
+    assert_eq!(answer.status, 201, "{}", answer.text());
+    let id = json(&answer)["id"].as_str().unwrap().to_string();
+    for args in [&["nodes", "show", &id][..], &["nodes", "list"][..], &["nodes", "history", &id][..]] {
+        let (ok, out, err) = admin(&fx.state(), args);
+        assert!(ok, "{args:?}: {err}");
+        assert_terminal_safe(&out);
+        assert!(
+            !unicode_lines(&out).iter().any(|l| l.trim_start().starts_with(&forged)),
+            "{args:?}: a forged line:\n{out}"
+        );
+    }
+    server.stop().await;
 }
 
 /// A CA whose subject says what an attacker wants, valid or not.
