@@ -26,6 +26,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 uses: args.uses.filter(|&n| n > 1),
                 added_at: crate::clock::now_rfc3339(),
                 added_by: user.clone(),
+                expiry_audited: false,
             };
             store.tokens.add(&made, &meta)?;
             for t in &made {
@@ -62,6 +63,9 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 );
             }
             let _ = write!(out, "{} token(s)", list.len());
+            if let Some(why) = store.tokens.meta_unreadable() {
+                let _ = write!(out, "\nwarning: {}", escape(&why.to_string()));
+            }
             let weak = list.iter().filter(|t| t.weak).count();
             if weak > 0 {
                 let _ = write!(

@@ -49,7 +49,18 @@ impl From<Refusal> for ApiError {
 
 impl From<std::io::Error> for ApiError {
     fn from(e: std::io::Error) -> Self {
-        ApiError::Internal(e.to_string())
+        // The store's refusals that are not faults: the node retries later.
+        let refusal = e.get_ref().and_then(|inner| {
+            inner
+                .downcast_ref::<crate::store::tokens::MetaUnreadable>()
+                .map(|why| ApiError::Unavailable(why.to_string()))
+                .or_else(|| {
+                    inner
+                        .downcast_ref::<crate::store::format::FormatError>()
+                        .map(|why| ApiError::StateFormat(why.to_string()))
+                })
+        });
+        refusal.unwrap_or_else(|| ApiError::Internal(e.to_string()))
     }
 }
 

@@ -131,7 +131,13 @@ impl Store {
                 return Ok(admission);
             }
         }
-        let Offer::Valid { mac, uses } = self.tokens.offer(token)? else {
+        let offer = self.tokens.offer(token)?;
+        if let Offer::Unreadable(why) = offer {
+            // Fail closed, and the node retries later (503): stored as
+            // pending it would drop its token.
+            return Err(io::Error::other(why));
+        }
+        let Offer::Valid { mac, uses } = offer else {
             if !room {
                 return Ok(no_room);
             }

@@ -14,13 +14,20 @@
 //! - a UTF-8 BOM is skipped; a line whose first non-blank character is `#`
 //!   is a comment; a word that is not UTF-8 is unusable and blocks nothing;
 //! - a token listed twice is one token (its uses come from the metadata);
-//! - a broken `tokens.meta.json` is reported ([`Tokens::health`]) and the
-//!   last good copy stays in force (none read yet: every token is plain).
+//! - a token's metadata goes only with its last use (spent for good, or
+//!   revoked), never because the token is missing from the list a moment;
+//!   `add`, `sweep` and `revoke` read both files under the lock;
+//! - a `tokens.meta.json` that cannot be read or parsed fails closed: the
+//!   tokens it governed (as its last good copy, `tokens.meta.last-good.json`,
+//!   says) admit nobody (503: the node retries), without a good copy every
+//!   token does, nothing is blanked or swept, and [`Tokens::health`] says
+//!   why; plain tokens (in no good copy) keep working;
+//! - `token_expired` is audited once per token: the metadata records it.
 //!
 //! Reads are cached by the file's identity (device, inode, size, times), so
 //! a mass boot against 100,000 tokens parses the file once, not per node.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
@@ -39,6 +46,8 @@ use crate::pki::sha256_hex;
 pub const TOKENS_FILE: &str = "tokens";
 /// Our per-token metadata: expiry, uses, description.
 pub const META_FILE: &str = "tokens.meta.json";
+/// The last copy of [`META_FILE`] that parsed, kept to fail closed with.
+pub const META_GOOD_FILE: &str = "tokens.meta.last-good.json";
 /// The lock every writer of `tokens` takes.
 pub const LOCK_FILE: &str = "tokens.lock";
 /// Tokens shorter than this are flagged by `tokens list`: guessable.
@@ -64,6 +73,10 @@ pub struct TokenMeta {
     /// What the admin said the tokens are for (`tokens add --description`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// `token_expired` was audited: never again, even while the token
+    /// stays listed (a `tokens` file this process cannot write).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expiry_audited: bool,
 }
 
 impl TokenMeta {
@@ -102,6 +115,9 @@ pub enum Offer {
     Unknown,
     /// Listed, but past its expiry.
     Expired,
+    /// Listed, but its metadata cannot be read now: it admits nobody until
+    /// it can (the node retries).
+    Unreadable(MetaUnreadable),
     /// Listed and in date: it admits if the ledger has a free use.
     Valid {
         /// The token's ledger name.
@@ -110,6 +126,13 @@ pub enum Offer {
         uses: u32,
     },
 }
+
+/// Why a token's metadata cannot be relied on now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the registration token's metadata cannot be read ({0}); tokens it governs admit nobody until tokens.meta.json reads again"
+)]
+pub struct MetaUnreadable(pub String);
 
 /// A file's identity: any write by anyone changes one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,8 +174,14 @@ struct Listed {
 #[derive(Default)]
 struct MetaCache {
     stamp: Option<Stamp>,
+    /// The file's metadata, or the last good copy while it is broken.
     meta: Arc<BTreeMap<String, TokenMeta>>,
+    /// Why the file cannot be read now; while set, tokens `meta` holds
+    /// admit nobody, nothing is blanked, and nothing is swept.
     error: Option<String>,
+    /// Whether `meta` is known good (false while broken with no good copy at
+    /// hand: then every token fails closed).
+    known: bool,
 }
 
 /// `tokens`: read through a cache, never replaced, spent tokens blanked in place.
@@ -199,7 +228,10 @@ impl Tokens {
         if !self.listed().tokens.contains_key(token) {
             return Ok(Offer::Unknown);
         }
-        let meta = self.meta_of(token);
+        let (meta, unreadable) = self.meta_in_force(token);
+        if let Some(why) = unreadable {
+            return Ok(Offer::Unreadable(why));
+        }
         if meta.expired(now_unix()) {
             return Ok(Offer::Expired);
         }
@@ -276,6 +308,17 @@ impl Tokens {
     fn blank(&self, tokens: &[String]) -> io::Result<()> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
+        self.blank_locked(tokens)
+    }
+
+    /// [`Tokens::blank`], the caller holding both locks. Nothing is
+    /// blanked while the metadata cannot be read: which tokens are spent
+    /// for good cannot be told (a sweep once it reads again does it).
+    fn blank_locked(&self, tokens: &[String]) -> io::Result<()> {
+        if self.meta_unreadable().is_some() {
+            self.listed().unswept = true;
+            return Ok(());
+        }
         // Through a symlink on purpose: the admin's list may live elsewhere.
         let file = match OpenOptions::new().read(true).write(true).open(&self.path) {
             Ok(file) => file,
@@ -310,53 +353,70 @@ impl Tokens {
         Ok(())
     }
 
-    /// Blanks spent and expired tokens, auditing each expiry before its
-    /// token goes (a crash may repeat the event, never lose it), and drops
-    /// the metadata of tokens no longer listed: the server's periodic
-    /// sweep, and `tokens list`. Returns how many expired.
+    /// Blanks spent and expired tokens, auditing each expiry once (before
+    /// its token goes: a crash may repeat the event, never lose it), and
+    /// drops the metadata of tokens spent for good: the server's periodic
+    /// sweep, and `tokens list`. Both files are read under the lock, so a
+    /// token `add` is making meanwhile keeps its metadata; a token missing
+    /// from the list keeps its metadata too (an editor's moment, a link
+    /// briefly dangling). While the metadata cannot be read, nothing is
+    /// swept. Returns how many expired.
     pub fn sweep(&self, audit: &Audit) -> io::Result<usize> {
+        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = self.lock()?;
         self.refresh()?;
+        let mut meta = match self.read_meta() {
+            Ok(meta) => meta,
+            Err(e) => {
+                self.note_meta_error(&e);
+                return Ok(0);
+            }
+        };
         let now = now_unix();
-        let meta = self.meta_snapshot();
         let unswept = std::mem::take(&mut self.listed().unswept);
         let listed = self.listed_in_order();
         let mut gone = Vec::new();
         let mut expired = 0;
         let mut under_way = false;
+        let mut meta_changed = false;
         for token in &listed {
-            let meta = meta.get(&sha256_hex(token.as_bytes())).cloned().unwrap_or_default();
-            if meta.expired(now) {
-                audit.record("token_expired", json!({"token_sha256_prefix": token_fingerprint(token)}))?;
-                expired += 1;
+            let hash = sha256_hex(token.as_bytes());
+            let entry = meta.get(&hash).cloned().unwrap_or_default();
+            if entry.expired(now) {
+                if !entry.expiry_audited {
+                    audit
+                        .record("token_expired", json!({"token_sha256_prefix": token_fingerprint(token)}))?;
+                    expired += 1;
+                    if let Some(entry) = meta.get_mut(&hash) {
+                        entry.expiry_audited = true;
+                        meta_changed = true;
+                    }
+                }
                 gone.push(token.clone());
             } else if unswept {
                 // Only after someone else wrote the file: the ledger is
                 // asked once per token per change, not at every pass.
                 let mac = self.ledger.mac(token)?;
-                if self.ledger.used(&mac, meta.total_uses()) < meta.total_uses() {
+                if self.ledger.used(&mac, entry.total_uses()) < entry.total_uses() {
                     continue;
                 }
-                if self.ledger.spent_for_good(&mac, meta.total_uses())? {
+                if self.ledger.spent_for_good(&mac, entry.total_uses())? {
                     gone.push(token.clone());
+                    meta_changed |= meta.remove(&hash).is_some();
                 } else {
                     // An admission under way: asked again at the next pass.
                     under_way = true;
                 }
             }
         }
+        if meta_changed {
+            self.write_meta(&meta)?;
+        }
         if under_way {
             self.listed().unswept = true;
         }
         if !gone.is_empty() {
-            self.blank(&gone)?;
-        }
-        let still: HashSet<String> = self.listed().tokens.keys().map(|t| sha256_hex(t.as_bytes())).collect();
-        if self.meta_snapshot().keys().any(|h| !still.contains(h)) {
-            let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
-            let _lock = self.lock()?;
-            let mut fresh = self.read_meta()?;
-            fresh.retain(|h, _| still.contains(h));
-            self.write_meta(&fresh)?;
+            self.blank_locked(&gone)?;
         }
         Ok(expired)
     }
@@ -391,7 +451,7 @@ impl Tokens {
         let order = self.listed_in_order();
         let mut out = Vec::new();
         for t in &order {
-            let meta = self.meta_of(t);
+            let (meta, _) = self.meta_in_force(t);
             let left =
                 meta.total_uses().saturating_sub(self.ledger.used(&self.ledger.mac(t)?, meta.total_uses()));
             if left > 0 {
@@ -415,6 +475,8 @@ impl Tokens {
     /// lists it admits nobody), then its bytes are blanked. Returns the
     /// token's fingerprint.
     pub fn revoke(&self, key: &str) -> io::Result<String> {
+        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = self.lock()?;
         self.refresh()?;
         let order = self.listed_in_order();
         let token = if order.iter().any(|t| t == key) {
@@ -439,8 +501,20 @@ impl Tokens {
                 }
             }
         };
-        self.ledger.revoke(&self.ledger.mac(&token)?, self.meta_of(&token).total_uses())?;
-        self.blank(std::slice::from_ref(&token))?;
+        // Every use it could have: from the file as it is now, or the good
+        // copy while the file is broken (more markers than uses are harmless).
+        let mut meta = self.read_meta().ok();
+        let uses = match &meta {
+            Some(meta) => meta.get(&sha256_hex(token.as_bytes())).cloned().unwrap_or_default().total_uses(),
+            None => self.meta_in_force(&token).0.total_uses(),
+        };
+        self.ledger.revoke(&self.ledger.mac(&token)?, uses)?;
+        if let Some(meta) = meta.as_mut()
+            && meta.remove(&sha256_hex(token.as_bytes())).is_some()
+        {
+            self.write_meta(meta)?;
+        }
+        self.blank_locked(std::slice::from_ref(&token))?;
         Ok(token_fingerprint(&token))
     }
 
@@ -448,11 +522,16 @@ impl Tokens {
     /// but unreadable, or `tokens.meta.json` unparsable.
     pub fn health(&self) -> Result<(), super::Unhealthy> {
         self.refresh().map_err(|e| super::Unhealthy(e.to_string()))?;
-        self.meta_snapshot();
-        match &self.meta.lock().unwrap_or_else(|e| e.into_inner()).error {
-            Some(e) => Err(super::Unhealthy(e.clone())),
+        match self.meta_unreadable() {
+            Some(why) => Err(super::Unhealthy(why.to_string())),
             None => Ok(()),
         }
+    }
+
+    /// Why the metadata cannot be read now, if it cannot.
+    pub fn meta_unreadable(&self) -> Option<MetaUnreadable> {
+        self.meta_snapshot();
+        self.meta.lock().unwrap_or_else(|e| e.into_inner()).error.clone().map(MetaUnreadable)
     }
 
     /// Re-reads `tokens` when its identity changed.
@@ -493,46 +572,96 @@ impl Tokens {
         self.listed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn meta_of(&self, token: &str) -> TokenMeta {
-        self.meta_snapshot().get(&sha256_hex(token.as_bytes())).cloned().unwrap_or_default()
+    /// `token`'s metadata, and why it cannot be relied on now: the file is
+    /// broken and the token had metadata in its last good copy, or there
+    /// is no good copy at all.
+    fn meta_in_force(&self, token: &str) -> (TokenMeta, Option<MetaUnreadable>) {
+        let meta = self.meta_snapshot();
+        let entry = meta.get(&sha256_hex(token.as_bytes())).cloned();
+        let cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let unreadable = match &cache.error {
+            Some(why) if !cache.known || entry.is_some() => Some(MetaUnreadable(why.clone())),
+            _ => None,
+        };
+        (entry.unwrap_or_default(), unreadable)
     }
 
-    /// The metadata in force: re-read when the file changed; when it does
-    /// not parse, the last good copy, and the error kept for `health`.
+    /// The metadata in force: re-read when the file changed. When it does
+    /// not parse, the last good copy (this process's, else the one kept
+    /// beside it), with the error kept; a file that parses is kept as the
+    /// good copy.
     fn meta_snapshot(&self) -> Arc<BTreeMap<String, TokenMeta>> {
         let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
         let stamp = fs::metadata(&self.meta_path).ok().map(|m| Stamp::of(&m));
-        if stamp == cache.stamp {
+        if stamp == cache.stamp && (cache.stamp.is_some() || cache.known || cache.error.is_some()) {
             return cache.meta.clone();
         }
         cache.stamp = stamp;
         match self.read_meta() {
             Ok(meta) => {
+                if *cache.meta != meta || !cache.known {
+                    self.keep_good_copy(&meta);
+                }
                 cache.meta = Arc::new(meta);
                 cache.error = None;
+                cache.known = true;
             }
             Err(e) => {
-                tracing::error!(cause = %e, "tokens.meta.json is broken: the last good copy stays in force");
+                if !cache.known {
+                    match read_meta_at(&self.good_path()) {
+                        Ok(good) => {
+                            cache.meta = Arc::new(good);
+                            cache.known = self.good_path().exists();
+                        }
+                        Err(_) => cache.known = false,
+                    }
+                }
+                tracing::error!(
+                    cause = %e, good_copy = cache.known,
+                    "tokens.meta.json cannot be read: the tokens it governs admit nobody until it reads again"
+                );
                 cache.error = Some(e.to_string());
             }
         }
         cache.meta.clone()
     }
 
-    fn read_meta(&self) -> io::Result<BTreeMap<String, TokenMeta>> {
-        match crate::durable::read_fresh(&self.meta_path) {
-            Ok(bytes) => serde_json::from_slice(&bytes)
-                .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), &self.meta_path)),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-            Err(e) => Err(with_path(e, &self.meta_path)),
+    /// Records a read failure of the metadata seen under the lock.
+    fn note_meta_error(&self, e: &io::Error) {
+        let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
+        cache.error = Some(e.to_string());
+        cache.stamp = None;
+    }
+
+    fn good_path(&self) -> PathBuf {
+        self.meta_path.with_file_name(META_GOOD_FILE)
+    }
+
+    /// Keeps `meta` beside the file as the last good copy (best effort:
+    /// the file itself is what counts while it reads).
+    fn keep_good_copy(&self, meta: &BTreeMap<String, TokenMeta>) {
+        if meta.is_empty() && !self.meta_path.exists() {
+            return;
         }
+        let written = serde_json::to_vec_pretty(meta)
+            .map_err(io::Error::other)
+            .and_then(|bytes| write_atomic(&self.good_path(), &bytes, 0o600));
+        if let Err(e) = written {
+            tracing::warn!(cause = %e, "could not keep the last good copy of tokens.meta.json");
+        }
+    }
+
+    fn read_meta(&self) -> io::Result<BTreeMap<String, TokenMeta>> {
+        read_meta_at(&self.meta_path)
     }
 
     fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>) -> io::Result<()> {
         if meta.is_empty() && !self.meta_path.exists() {
             return Ok(());
         }
-        write_atomic(&self.meta_path, &serde_json::to_vec_pretty(meta).map_err(io::Error::other)?, 0o600)
+        write_atomic(&self.meta_path, &serde_json::to_vec_pretty(meta).map_err(io::Error::other)?, 0o600)?;
+        self.keep_good_copy(meta);
+        Ok(())
     }
 
     /// The cross-process lock on edits of the files, held until the
@@ -548,6 +677,16 @@ impl Tokens {
             .map_err(|e| with_path(e, &self.lock_path))?;
         file.lock().map_err(|e| with_path(e, &self.lock_path))?;
         Ok(file)
+    }
+}
+
+/// A metadata file: empty when missing.
+fn read_meta_at(path: &Path) -> io::Result<BTreeMap<String, TokenMeta>> {
+    match crate::durable::read_fresh(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), path)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(with_path(e, path)),
     }
 }
 
@@ -668,15 +807,28 @@ mod tests {
     }
 
     #[test]
-    fn a_broken_meta_file_is_reported_and_plain_tokens_keep_working() {
+    fn a_broken_meta_file_fails_closed_for_its_tokens_and_plain_tokens_keep_working() {
         let dir = tempfile::tempdir().unwrap();
         let tokens = Tokens::new(dir.path());
         tokens.add(&["short".into()], &TokenMeta { uses: Some(2), ..Default::default() }).unwrap();
         assert!(tokens.health().is_ok());
+        let good = fs::read(dir.path().join(META_FILE)).unwrap();
         fs::write(dir.path().join(META_FILE), b"{broken").unwrap();
         assert!(tokens.health().unwrap_err().0.contains(META_FILE));
-        assert!(matches!(tokens.offer("short").unwrap(), Offer::Valid { uses: 2, .. }), "last good copy");
+        assert!(matches!(tokens.offer("short").unwrap(), Offer::Unreadable(_)), "governed: admits nobody");
         fs::write(dir.path().join(TOKENS_FILE), b"short\nplain\n").unwrap();
-        assert!(matches!(tokens.offer("plain").unwrap(), Offer::Valid { uses: 1, .. }));
+        assert!(matches!(tokens.offer("plain").unwrap(), Offer::Valid { uses: 1, .. }), "plain: works");
+        // A fresh process (a restarted replica, `tokens list`) has the good copy kept beside it.
+        let fresh = Tokens::new(dir.path());
+        assert!(matches!(fresh.offer("short").unwrap(), Offer::Unreadable(_)));
+        assert!(matches!(fresh.offer("plain").unwrap(), Offer::Valid { uses: 1, .. }));
+        // Without any good copy, every token fails closed.
+        fs::remove_file(dir.path().join(META_GOOD_FILE)).unwrap();
+        let fresh = Tokens::new(dir.path());
+        assert!(matches!(fresh.offer("plain").unwrap(), Offer::Unreadable(_)));
+        // Fixed: the metadata is back, uses and all.
+        fs::write(dir.path().join(META_FILE), good).unwrap();
+        assert!(matches!(fresh.offer("short").unwrap(), Offer::Valid { uses: 2, .. }));
+        assert!(fresh.health().is_ok());
     }
 }
