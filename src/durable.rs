@@ -13,6 +13,54 @@ use std::path::{Path, PathBuf};
 /// The prefix of in-flight temp files; listings skip names that start with it.
 pub const TEMP_PREFIX: &str = ".tmp-";
 
+/// Who the files and directories this process creates belong to, when not
+/// to itself: set once by an admin command run as root on a state directory
+/// another user owns, so that what it makes stays the service's to write.
+static OWNER: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
+
+/// Makes every file and directory this process creates from now on belong
+/// to `dir`'s owner and group, when this process runs as root and `dir`
+/// belongs to someone else (an admin command under sudo). Returns the
+/// owner adopted, if any.
+pub fn create_as_owner_of(dir: &Path) -> io::Result<Option<(u32, u32)>> {
+    use std::os::unix::fs::MetadataExt;
+    if !rustix::process::geteuid().is_root() {
+        return Ok(None);
+    }
+    let meta = fs::metadata(dir).map_err(|e| with_path(e, dir))?;
+    if meta.uid() == 0 {
+        return Ok(None);
+    }
+    let owner = *OWNER.get_or_init(|| (meta.uid(), meta.gid()));
+    Ok(Some(owner))
+}
+
+/// Gives a file this process just created to the adopted owner, if any.
+fn adopt(file: &File) -> io::Result<()> {
+    match OWNER.get() {
+        Some(&(uid, gid)) => std::os::unix::fs::fchown(file, Some(uid), Some(gid)),
+        None => Ok(()),
+    }
+}
+
+/// Opens (creating when missing, mode `mode`, never through a link) a file
+/// this crate owns outside the durable writes: a lock file.
+pub fn open_or_create(path: &Path, mode: u32) -> io::Result<File> {
+    let existed = fs::symlink_metadata(path).is_ok();
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .mode(mode)
+        .custom_flags(libc_nofollow())
+        .open(path)
+        .map_err(|e| with_path(e, path))?;
+    if !existed {
+        adopt(&file).map_err(|e| with_path(e, path))?;
+    }
+    Ok(file)
+}
+
 /// Replaces `path` with `bytes`, durably, with the given file mode.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     replace(path, bytes, mode)
@@ -54,6 +102,7 @@ fn write_temp(temp: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         .mode(mode)
         .custom_flags(libc_nofollow())
         .open(temp)?;
+    adopt(&file)?;
     file.write_all(bytes)?;
     // The umask may have narrowed the mode asked for at creation.
     file.set_permissions(fs::Permissions::from_mode(mode))?;
@@ -110,6 +159,9 @@ pub fn append_durably(path: &Path, bytes: &[u8], mode: u32, follow_links: bool) 
         .custom_flags(flags)
         .open(path)
         .map_err(|e| with_path(e, path))?;
+    if !existed {
+        adopt(&file).map_err(|e| with_path(e, path))?;
+    }
     rustix::fs::flock(&file, rustix::fs::FlockOperation::LockExclusive)
         .map_err(|e| with_path(io::Error::from(e), path))?;
     let mut before = file.metadata().map_err(|e| with_path(e, path))?.len();
@@ -250,6 +302,9 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
         }
         Err(_) => {
             fs::DirBuilder::new().recursive(true).mode(0o700).create(dir).map_err(|e| with_path(e, dir))?;
+            if let Some(&(uid, gid)) = OWNER.get() {
+                std::os::unix::fs::lchown(dir, Some(uid), Some(gid)).map_err(|e| with_path(e, dir))?;
+            }
             sync_dir(parent_of(dir)).map_err(|e| with_path(e, dir))
         }
     }

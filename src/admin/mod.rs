@@ -231,8 +231,17 @@ pub fn console_fingerprint(log: &[u8]) -> Option<String> {
     last
 }
 
+/// The state directory, for a command that writes: what it creates belongs
+/// to the directory's owner, also when an admin runs it as root.
 fn open(state: &Path) -> Result<Store> {
+    crate::durable::create_as_owner_of(state)?;
     Ok(Store::open_existing(state)?)
+}
+
+/// The state directory, for a command that only reads: nothing is created
+/// or marked (a missing `audit/` stays missing).
+fn open_to_read(state: &Path) -> Result<Store> {
+    Ok(Store::open_to_read(state)?)
 }
 
 /// The records a command may name a node among.
@@ -328,7 +337,7 @@ fn event_line(event: &serde_json::Value) -> String {
 /// (checked every second; an event is printed once).
 pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: bool, json: bool) -> Result<()> {
     use std::io::Write;
-    let store = open(state)?;
+    let store = open_to_read(state)?;
     let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
     let mut printed = std::collections::HashSet::new();
     loop {

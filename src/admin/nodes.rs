@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::{
     AdminError, Among, Approval, CONSOLE_MARKER, ListFilter, NodeView, NodesCommand, Result, audit,
-    ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open, view,
+    ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open, open_to_read, view,
 };
 use crate::pki;
 use crate::store::audit::current_user;
@@ -18,7 +18,12 @@ use crate::terminal::{self, escape, escape_lines};
 
 /// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
 pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
-    let store = open(state)?;
+    let store = match command {
+        NodesCommand::List(_) | NodesCommand::Show { .. } | NodesCommand::History { .. } => {
+            open_to_read(state)?
+        }
+        _ => open(state)?,
+    };
     match command {
         NodesCommand::List(args) => list(&store, args),
         NodesCommand::Show { node, json } => {

@@ -125,7 +125,7 @@ impl Store {
             // Looked for even when the token is no longer listed: its last
             // use blanked it from the file.
             let mac = self.tokens.ledger.mac(token)?;
-            if let Some(earlier) = self.holder_with_same_ca(&mac, MAX_USES_SCANNED, &record)?
+            if let Some(earlier) = self.holder_with_same_ca(&mac, &record)?
                 && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
             {
                 return Ok(admission);
@@ -148,8 +148,8 @@ impl Store {
         record.token_claim = Some(mac.as_str().to_string());
         // Whole but not yet durable: the claim makes it so, with its marker.
         let claim_path = self.write_claim(&record)?;
-        for n in 1..=uses {
-            if self.tokens.ledger.claim(&mac, n, &claim_path)? {
+        for n in self.tokens.ledger.first_free(&mac, uses)..=uses {
+            if self.tokens.ledger.claim(&mac, n, &claim_path, record.ca_sha256.as_deref())? {
                 stall_after_claim();
                 if let Err(e) = self.finish(&mut record, token, Some(bundle_version)) {
                     // Past the commit point: no undo (another process may
@@ -296,30 +296,16 @@ impl Store {
         self.approve(&id, "token", "")
     }
 
-    /// The earlier node that spent a use of `mac` with the CA `fresh` presents, if any.
-    fn holder_with_same_ca(
-        &self,
-        mac: &Mac,
-        uses: u32,
-        fresh: &NodeRecord,
-    ) -> io::Result<Option<NodeRecord>> {
-        for n in 1..=uses {
-            let holder = match self.tokens.ledger.holder(mac, n)? {
-                None => return Ok(None),
-                Some(Holder::Revoked) => continue,
-                Some(Holder::Node(holder)) => holder,
-            };
-            if self.is_rejected(&holder) {
-                continue;
-            }
-            if let Some(earlier) = self.read_record_or_claim(&holder)?
-                && earlier.ca_sha256.is_some()
-                && earlier.ca_sha256 == fresh.ca_sha256
-            {
-                return Ok(Some(earlier));
-            }
+    /// The earlier node that spent a use of `mac` with the CA `fresh`
+    /// presents, if any: found by name in the ledger's CA index, so an
+    /// announcement costs the same whatever the number of uses.
+    fn holder_with_same_ca(&self, mac: &Mac, fresh: &NodeRecord) -> io::Result<Option<NodeRecord>> {
+        let Some(ca) = fresh.ca_sha256.as_deref() else { return Ok(None) };
+        let Some(Holder::Node(holder)) = self.tokens.ledger.holder_by_ca(mac, ca)? else { return Ok(None) };
+        if self.is_rejected(&holder) {
+            return Ok(None);
         }
-        Ok(None)
+        Ok(self.read_record_or_claim(&holder)?.filter(|earlier| earlier.ca_sha256.as_deref() == Some(ca)))
     }
 
     /// The node that spent this token announced again (its answer was

@@ -7,9 +7,9 @@
 //!   `approved/<id>`), and ours before the marker existed. A token's use was
 //!   decided by the `tokens` file alone.
 //! - **2**: a token's use is decided by the ledger (`token-uses/`, whose
-//!   markers link claim files `nodes/.claim-<id>.json`); every writer must
-//!   know it, or a token admits twice. Spent tokens are blanked from
-//!   `tokens` after the fact.
+//!   markers link claim files `nodes/.claim-<id>.json`, and are indexed by
+//!   the CA that spent them); every writer must know it, or a token admits
+//!   twice. Spent tokens are blanked from `tokens` after the fact.
 //!
 //! Invariants: the marker is written only after the layout is made, with
 //! [`crate::durable::write_atomic`]; a format newer than [`CURRENT`], or a
@@ -81,13 +81,26 @@ pub fn read(dir: &Path) -> Result<Option<u32>, FormatError> {
     Ok(Some(found))
 }
 
-/// Marks `dir` as [`CURRENT`], durably. Called once its layout is made;
-/// `from` is what it was (`None`: unmarked). Migrating from format 1 needs
-/// no change to any existing file: records, approvals and tokens read as
-/// they are, and a token the reference spent is absent from `tokens`, so it
-/// stays spent; what format 2 adds (the ledger, its key, claim files) is
-/// made on first use.
-pub fn mark(dir: &Path, from: Option<u32>) -> io::Result<()> {
+/// Migrates `dir` to [`CURRENT`] and marks it, durably. Called once its
+/// layout is made; `from` is what it was (`None`: unmarked). From format 1
+/// no existing file changes: records, approvals and tokens read as they
+/// are, and a token the reference (or an older build) spent is absent from
+/// `tokens`, so it stays spent. The one step: every ledger marker an
+/// earlier build made is indexed under the CA that spent it (a link
+/// beside it). The marker is written last: a migration cut short runs
+/// again, and each step is idempotent.
+pub fn migrate(dir: &Path, from: Option<u32>) -> io::Result<()> {
+    if from.unwrap_or(1) < 2 {
+        let indexed = super::ledger::Ledger::new(dir).index_by_ca(dir)?;
+        if indexed > 0 {
+            tracing::info!(indexed, "indexed the token ledger by CA (state format 2)");
+        }
+    }
+    mark(dir, from)
+}
+
+/// Marks `dir` as [`CURRENT`], durably.
+fn mark(dir: &Path, from: Option<u32>) -> io::Result<()> {
     durable::write_atomic(&dir.join(FILE), format!("{CURRENT}\n").as_bytes(), 0o600)?;
     tracing::info!(
         dir = %dir.display(),
@@ -106,7 +119,7 @@ mod tests {
     fn the_marker_is_one_integer_and_a_newline() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(read(dir.path()), Ok(None));
-        mark(dir.path(), None).unwrap();
+        migrate(dir.path(), None).unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join(FILE)).unwrap(), "2\n");
         assert_eq!(read(dir.path()), Ok(Some(CURRENT)));
         for (text, newer) in [("3\n", true), ("999\n", true), ("2", false), ("1\n", false)] {

@@ -2,7 +2,12 @@
 //! token's use admitted. Each use is a marker `<mac>-<n>` (n = 1 for a
 //! one-time token, 1..=N for a token of N uses) made with `link`, which
 //! fails when the name exists: a hard link to the record of the node it
-//! admitted, as that record was when the use was claimed. `<mac>` is the
+//! admitted, as that record was when the use was claimed. Beside it,
+//! `<mac>.ca-<sha256>` links the same record under the CA that spent the
+//! use (the first use that CA spent), so the node whose answer was lost is
+//! found by name, not by reading every marker. Uses are claimed in order and
+//! never given back, so the spent ones are a prefix `1..=k`: the first free
+//! use is found by bisection, in O(log N) lookups. `<mac>` is the
 //! HMAC-SHA256 of the token under `DIR/token-uses.key` (32 random bytes,
 //! 0600, made on first use), so the ledger never reveals a token, not even
 //! a weak one to a dictionary.
@@ -95,7 +100,7 @@ impl Ledger {
     /// the use; then both directories are `fsync`'d (the record's first: a
     /// durable marker never names a record that is not). One link instead
     /// of a second file saves a round of `fsync`s per admission.
-    pub fn claim(&self, mac: &Mac, n: u32, record: &Path) -> io::Result<bool> {
+    pub fn claim(&self, mac: &Mac, n: u32, record: &Path, ca_sha256: Option<&str>) -> io::Result<bool> {
         let marker = self.marker(mac, n);
         let linked = match fs::hard_link(record, &marker) {
             Err(e) if e.kind() == io::ErrorKind::NotFound && !self.dir.is_dir() => {
@@ -110,6 +115,14 @@ impl Ledger {
             Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
             Err(e) => return Err(with_path(e, &marker)),
         }
+        // The same CA's first use keeps its entry (the answer lost was that one's).
+        if let Some(ca) = ca_sha256.filter(|ca| is_hex64(ca)) {
+            let index = self.by_ca(mac, ca);
+            match fs::hard_link(record, &index) {
+                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(with_path(e, &index)),
+                _ => {}
+            }
+        }
         // A failed sync leaves the marker: another process may already have
         // seen it and finished the admission. The claim's owner reports the
         // error; the admission is finished later, as after a crash.
@@ -123,7 +136,11 @@ impl Ledger {
     /// wrote, just its id). An unreadable marker counts as held: a use is
     /// never given twice on doubt.
     pub fn holder(&self, mac: &Mac, n: u32) -> io::Result<Option<Holder>> {
-        let path = self.marker(mac, n);
+        self.holder_at(&self.marker(mac, n))
+    }
+
+    fn holder_at(&self, path: &Path) -> io::Result<Option<Holder>> {
+        let path = path.to_path_buf();
         let read = retry_stale(|| {
             let mut text = String::new();
             let mut file = fs::OpenOptions::new().read(true).custom_flags(libc_nofollow()).open(&path)?;
@@ -145,6 +162,69 @@ impl Ledger {
             false => NodeId::parse(text),
         };
         Ok(Some(id.map_or(Holder::Revoked, Holder::Node)))
+    }
+
+    /// Who spent a use of `mac` with the CA `ca_sha256`, if anyone: one
+    /// lookup by name, whatever the number of uses.
+    pub fn holder_by_ca(&self, mac: &Mac, ca_sha256: &str) -> io::Result<Option<Holder>> {
+        if !is_hex64(ca_sha256) {
+            return Ok(None);
+        }
+        self.holder_at(&self.by_ca(mac, ca_sha256))
+    }
+
+    /// The first use of `mac` (1..=`uses`) not spent yet, `uses + 1` when all
+    /// are: uses are claimed in order and never given back, so the spent
+    /// ones are a prefix and bisection finds its end in O(log uses)
+    /// lookups. (A hole that earlier versions' undo left below it is
+    /// skipped: fewer admissions, never more.)
+    pub fn first_free(&self, mac: &Mac, uses: u32) -> u32 {
+        let (mut spent, mut free) = (0u32, uses + 1);
+        while free - spent > 1 {
+            let mid = spent + (free - spent) / 2;
+            if present(&self.marker(mac, mid)).unwrap_or(true) {
+                spent = mid;
+            } else {
+                free = mid;
+            }
+        }
+        free
+    }
+
+    /// Indexes every marker under the CA that spent it (state format 1 to
+    /// 2: markers made before the index). Returns how many were indexed.
+    pub fn index_by_ca(&self, state_dir: &Path) -> io::Result<usize> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(with_path(e, &self.dir)),
+        };
+        let mut indexed = 0;
+        for entry in entries {
+            let entry = entry.map_err(|e| with_path(e, &self.dir))?;
+            let name = entry.file_name();
+            let Some((mac, n)) = name.to_str().and_then(|n| n.rsplit_once('-')) else { continue };
+            let (Some(mac), true) = (Mac::parse(mac), n.parse::<u32>().is_ok()) else { continue };
+            let text = fs::read_to_string(entry.path()).unwrap_or_default();
+            let record: serde_json::Value = serde_json::from_str(text.trim()).unwrap_or_default();
+            // Earlier markers hold just the id: its record says the CA.
+            let ca = record.get("ca_sha256").and_then(|c| c.as_str()).map(str::to_string).or_else(|| {
+                let id = NodeId::parse(text.trim())?;
+                let record = fs::read(state_dir.join("nodes").join(format!("{id}.json"))).ok()?;
+                let record: serde_json::Value = serde_json::from_slice(&record).ok()?;
+                record.get("ca_sha256")?.as_str().map(str::to_string)
+            });
+            let Some(ca) = ca.filter(|ca| is_hex64(ca)) else { continue };
+            match fs::hard_link(entry.path(), self.by_ca(&mac, &ca)) {
+                Ok(()) => indexed += 1,
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(with_path(e, &entry.path())),
+            }
+        }
+        if indexed > 0 {
+            sync_dir(&self.dir).map_err(|e| with_path(e, &self.dir))?;
+        }
+        Ok(indexed)
     }
 
     /// How many of the `uses` uses of `mac` are recorded.
@@ -190,6 +270,10 @@ impl Ledger {
         self.dir.join(format!("{}-{n}", mac.0))
     }
 
+    fn by_ca(&self, mac: &Mac, ca_sha256: &str) -> PathBuf {
+        self.dir.join(format!("{}.ca-{ca_sha256}", mac.0))
+    }
+
     /// The key, made on first use. Two processes making it at once: only one
     /// exclusive creation wins, and both read the winner's.
     fn key(&self) -> io::Result<[u8; 32]> {
@@ -229,6 +313,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn markers_made_before_the_index_are_indexed_by_their_ca() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        fs::create_dir_all(dir.path().join("nodes")).unwrap();
+        let mac = ledger.mac("token").unwrap();
+        let (a, b) = (NodeId::generate(), NodeId::generate());
+        let (ca_a, ca_b) = ("a".repeat(64), "b".repeat(64));
+        // A marker holding the claim record, and one holding just an id (earlier versions).
+        let claim = dir.path().join("claim.json");
+        fs::write(&claim, format!("{{\"id\":\"{a}\",\"ca_sha256\":\"{ca_a}\"}}")).unwrap();
+        assert!(ledger.claim(&mac, 1, &claim, None).unwrap());
+        fs::write(ledger.dir.join(format!("{}-2", mac.as_str())), b.as_str()).unwrap();
+        fs::write(
+            dir.path().join("nodes").join(format!("{b}.json")),
+            format!("{{\"ca_sha256\":\"{ca_b}\"}}"),
+        )
+        .unwrap();
+        assert_eq!(ledger.holder_by_ca(&mac, &ca_a).unwrap(), None);
+        assert_eq!(ledger.index_by_ca(dir.path()).unwrap(), 2);
+        assert_eq!(ledger.holder_by_ca(&mac, &ca_a).unwrap(), Some(Holder::Node(a)));
+        assert_eq!(ledger.holder_by_ca(&mac, &ca_b).unwrap(), Some(Holder::Node(b)));
+        assert_eq!(ledger.index_by_ca(dir.path()).unwrap(), 0, "idempotent");
+        assert_eq!(ledger.first_free(&mac, 5), 3);
+    }
+
+    #[test]
     fn each_use_is_won_once_and_the_key_stays() {
         let dir = tempfile::tempdir().unwrap();
         let ledger = Ledger::new(dir.path());
@@ -242,8 +352,13 @@ mod tests {
             fs::write(&path, format!("{{\"id\":\"{id}\"}}")).unwrap();
             path
         };
-        assert!(ledger.claim(&mac, 1, &record(&a)).unwrap());
-        assert!(!ledger.claim(&mac, 1, &record(&b)).unwrap());
+        let ca = "c".repeat(64);
+        assert_eq!(ledger.first_free(&mac, 3), 1);
+        assert!(ledger.claim(&mac, 1, &record(&a), Some(&ca)).unwrap());
+        assert!(!ledger.claim(&mac, 1, &record(&b), Some(&ca)).unwrap());
+        assert_eq!(ledger.first_free(&mac, 3), 2);
+        assert_eq!(ledger.holder_by_ca(&mac, &ca).unwrap(), Some(Holder::Node(a.clone())));
+        assert_eq!(ledger.holder_by_ca(&mac, &"d".repeat(64)).unwrap(), None);
         assert_eq!(ledger.holder(&mac, 1).unwrap(), Some(Holder::Node(a)));
         assert_eq!(ledger.used(&mac, 3), 1);
         // Another process on the same directory names the token alike.
@@ -252,6 +367,12 @@ mod tests {
         assert_eq!(mode, 0o600);
         ledger.revoke(&mac, 3).unwrap();
         assert_eq!(ledger.used(&mac, 3), 3);
+        assert_eq!(ledger.first_free(&mac, 3), 4);
         assert_eq!(ledger.holder(&mac, 2).unwrap(), Some(Holder::Revoked));
     }
+}
+
+/// 64 lowercase hex digits: a SHA-256 as file names hold it.
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }

@@ -230,21 +230,13 @@ impl Store {
     pub fn open(dir: &Path) -> io::Result<Self> {
         refuse_world_writable(dir)?;
         let found = format::read(dir).map_err(io::Error::other)?;
-        let store = Store {
-            dir: dir.to_path_buf(),
-            tokens: Tokens::new(dir),
-            audit: Audit::new(dir),
-            unsettled: Default::default(),
-            format_refusal: Default::default(),
-            readmit_window: DEFAULT_READMIT_WINDOW,
-            write_failure: Default::default(),
-        };
+        let store = Self::at(dir);
         store.ensure_layout()?;
         for sub in std::iter::once(dir.to_path_buf()).chain(SUBDIRS.iter().map(|s| dir.join(s))) {
             refuse_world_writable(&sub)?;
         }
         if found != Some(format::CURRENT) {
-            format::mark(dir, found)?;
+            format::migrate(dir, found)?;
         }
         Ok(store)
     }
@@ -277,7 +269,7 @@ impl Store {
         *refusal = read.as_ref().err().cloned();
         drop(refusal);
         match read {
-            Ok(None) => format::mark(&self.dir, None).map_err(|e| format::FormatError::Unreadable {
+            Ok(None) => format::migrate(&self.dir, None).map_err(|e| format::FormatError::Unreadable {
                 path: self.dir.join(format::FILE),
                 why: format!("cannot be written again: {e}"),
             }),
@@ -349,9 +341,34 @@ impl Store {
         }
     }
 
+    /// The store of `dir`, nothing looked at or made yet.
+    fn at(dir: &Path) -> Self {
+        Store {
+            dir: dir.to_path_buf(),
+            tokens: Tokens::new(dir),
+            audit: Audit::new(dir),
+            unsettled: Default::default(),
+            format_refusal: Default::default(),
+            readmit_window: DEFAULT_READMIT_WINDOW,
+            write_failure: Default::default(),
+        }
+    }
+
     /// Opens an existing state directory without creating anything else than
     /// our own subdirectories (admin commands).
     pub fn open_existing(dir: &Path) -> io::Result<Self> {
+        Self::refuse_unknown_or_missing(dir)?;
+        Self::open(dir)
+    }
+
+    /// Opens an existing state directory to read it only: nothing is made,
+    /// marked or migrated (admin commands that only show).
+    pub fn open_to_read(dir: &Path) -> io::Result<Self> {
+        Self::refuse_unknown_or_missing(dir)?;
+        Ok(Self::at(dir))
+    }
+
+    fn refuse_unknown_or_missing(dir: &Path) -> io::Result<()> {
         format::read(dir).map_err(io::Error::other)?;
         if !dir.join("nodes").is_dir() {
             return Err(io::Error::new(
@@ -359,7 +376,7 @@ impl Store {
                 format!("{} is not a state directory (it has no nodes/)", dir.display()),
             ));
         }
-        Self::open(dir)
+        Ok(())
     }
 
     /// The state directory.

@@ -30,7 +30,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Read, Seek};
-use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
+use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
@@ -39,7 +39,7 @@ use serde_json::json;
 
 use super::audit::{Audit, token_fingerprint};
 use super::ledger::{Ledger, Mac};
-use crate::durable::{append_durably, libc_nofollow, with_path, write_atomic};
+use crate::durable::{append_durably, with_path, write_atomic};
 use crate::pki::sha256_hex;
 
 /// The admin's token list, one per line.
@@ -667,14 +667,7 @@ impl Tokens {
     /// The cross-process lock on edits of the files, held until the
     /// returned file is dropped.
     pub fn lock(&self) -> io::Result<File> {
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .mode(0o600)
-            .custom_flags(libc_nofollow())
-            .open(&self.lock_path)
-            .map_err(|e| with_path(e, &self.lock_path))?;
+        let file = crate::durable::open_or_create(&self.lock_path, 0o600)?;
         file.lock().map_err(|e| with_path(e, &self.lock_path))?;
         Ok(file)
     }
