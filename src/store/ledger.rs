@@ -308,6 +308,11 @@ impl Ledger {
     }
 }
 
+/// 64 lowercase hex digits: a SHA-256 as file names hold it.
+fn is_hex64(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -370,9 +375,4 @@ mod tests {
         assert_eq!(ledger.first_free(&mac, 3), 4);
         assert_eq!(ledger.holder(&mac, 2).unwrap(), Some(Holder::Revoked));
     }
-}
-
-/// 64 lowercase hex digits: a SHA-256 as file names hold it.
-fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
