@@ -105,20 +105,25 @@ impl Store {
     ) -> io::Result<Admission> {
         let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         let no_room = Admission { id: id.clone(), outcome: Outcome::NoRoom };
-        if record.ca_sha256.as_deref().is_some_and(|ca| self.is_ca_rejected(ca)) {
+        if let Some(ca) = record.ca_sha256.clone().filter(|ca| self.is_ca_rejected(ca)) {
             if !room {
                 return Ok(no_room);
             }
-            // Before any token: a rejected CA spends no use.
+            // Before any token: a rejected CA spends no use. Only its latest
+            // announcement is kept (an admin may force that one): the one
+            // before goes, so a rejected CA holds at most two records (the
+            // one rejected, the latest), however often it announces.
             self.write_record(&record)?;
             self.reject_for_ca(&id)?;
-            self.audit.record_all(&[
-                ("announced", announced(&record, !token.is_empty())),
-                (
-                    "rejected",
-                    json!({"id": record.id, "by": super::BY_REJECTED_CA, "ca_sha256": record.ca_sha256}),
-                ),
-            ])?;
+            if let Some(previous) = self.replace_latest_of_rejected_ca(&ca, &id)? {
+                self.forget(&previous)?;
+            }
+            if self.first_of_burst(&ca) {
+                self.audit.record_all(&[
+                    ("announced", announced(&record, !token.is_empty())),
+                    ("rejected", json!({"id": record.id, "by": super::BY_REJECTED_CA, "ca_sha256": ca})),
+                ])?;
+            }
             return Ok(Admission { id, outcome: Outcome::RejectedCa });
         }
         if !token.is_empty() {

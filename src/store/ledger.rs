@@ -116,7 +116,7 @@ impl Ledger {
             Err(e) => return Err(with_path(e, &marker)),
         }
         // The same CA's first use keeps its entry (the answer lost was that one's).
-        if let Some(ca) = ca_sha256.filter(|ca| is_hex64(ca)) {
+        if let Some(ca) = ca_sha256.filter(|ca| super::is_sha256_hex(ca)) {
             let index = self.by_ca(mac, ca);
             match fs::hard_link(record, &index) {
                 Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(with_path(e, &index)),
@@ -167,7 +167,7 @@ impl Ledger {
     /// Who spent a use of `mac` with the CA `ca_sha256`, if anyone: one
     /// lookup by name, whatever the number of uses.
     pub fn holder_by_ca(&self, mac: &Mac, ca_sha256: &str) -> io::Result<Option<Holder>> {
-        if !is_hex64(ca_sha256) {
+        if !super::is_sha256_hex(ca_sha256) {
             return Ok(None);
         }
         self.holder_at(&self.by_ca(mac, ca_sha256))
@@ -214,7 +214,7 @@ impl Ledger {
                 let record: serde_json::Value = serde_json::from_slice(&record).ok()?;
                 record.get("ca_sha256")?.as_str().map(str::to_string)
             });
-            let Some(ca) = ca.filter(|ca| is_hex64(ca)) else { continue };
+            let Some(ca) = ca.filter(|ca| super::is_sha256_hex(ca)) else { continue };
             match fs::hard_link(entry.path(), self.by_ca(&mac, &ca)) {
                 Ok(()) => indexed += 1,
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
@@ -306,11 +306,6 @@ impl Ledger {
         }
         Ok(())
     }
-}
-
-/// 64 lowercase hex digits: a SHA-256 as file names hold it.
-fn is_hex64(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 
 #[cfg(test)]

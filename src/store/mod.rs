@@ -179,7 +179,14 @@ pub struct Store {
     /// permission, and when: `/healthz` reports it until a write succeeds
     /// or it is [`WRITE_FAILURE_MEMORY`] old.
     write_failure: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+    /// When each rejected CA's repeated announcements were last audited.
+    rejected_ca_audited: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
 }
+
+/// A rejected CA announcing again within this is one burst: one audit entry.
+const REJECTED_BURST: std::time::Duration = std::time::Duration::from_secs(60);
+/// How many rejected CAs' bursts are remembered (the oldest go first).
+const REJECTED_BURSTS_KEPT: usize = 4096;
 
 /// How long a failed write keeps `/healthz` unavailable without a later success.
 const WRITE_FAILURE_MEMORY: std::time::Duration = std::time::Duration::from_secs(30);
@@ -351,6 +358,7 @@ impl Store {
             format_refusal: Default::default(),
             readmit_window: DEFAULT_READMIT_WINDOW,
             write_failure: Default::default(),
+            rejected_ca_audited: Default::default(),
         }
     }
 
@@ -537,6 +545,41 @@ impl Store {
             durable::remove_durably(&self.marker(sub, id))?;
         }
         Ok(lifted)
+    }
+
+    /// Records `id` as the latest announcement of the rejected CA
+    /// `ca_sha256` (in its `rejected-cas/` note) and returns the one it
+    /// replaces, when that one was a later announcement the server rejected
+    /// itself (never the record the admin rejected).
+    pub fn replace_latest_of_rejected_ca(&self, ca_sha256: &str, id: &NodeId) -> io::Result<Option<NodeId>> {
+        let path = self.dir.join("rejected-cas").join(ca_sha256);
+        let mut note: Map<String, Value> = durable::read_fresh(&path)
+            .ok()
+            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+            .unwrap_or_default();
+        let previous = note.get("latest").and_then(Value::as_str).and_then(NodeId::parse);
+        note.insert("latest".into(), Value::String(id.to_string()));
+        self.write_file(&path, &serde_json::to_vec(&note).map_err(io::Error::other)?)?;
+        Ok(previous.filter(|p| {
+            p != id
+                && self.rejection(p).is_some_and(|r| r.by == BY_REJECTED_CA)
+                && self.ca_rejected_as(ca_sha256).as_ref() != Some(p)
+        }))
+    }
+
+    /// Whether an announcement of the rejected CA `ca_sha256` starts a new
+    /// burst (its first in [`REJECTED_BURST`]): only those are audited.
+    fn first_of_burst(&self, ca_sha256: &str) -> bool {
+        let mut seen = self.rejected_ca_audited.lock().unwrap_or_else(|e| e.into_inner());
+        let now = std::time::Instant::now();
+        if seen.get(ca_sha256).is_some_and(|at| now.duration_since(*at) < REJECTED_BURST) {
+            return false;
+        }
+        if seen.len() >= REJECTED_BURSTS_KEPT {
+            seen.retain(|_, at| now.duration_since(*at) < REJECTED_BURST);
+        }
+        seen.insert(ca_sha256.to_string(), now);
+        true
     }
 
     /// The record whose rejection by an admin rejected this CA.

@@ -250,7 +250,7 @@ impl Tokens {
             return;
         }
         drop(queue);
-        if let Err(e) = self.blank(&[token.to_string()]) {
+        if let Err(e) = self.blank_spent(&[token.to_string()]) {
             tracing::warn!(cause = %e, "could not blank a spent token in the tokens file");
         }
     }
@@ -278,7 +278,7 @@ impl Tokens {
         if batch.is_empty() {
             return;
         }
-        if let Err(e) = self.blank(&batch) {
+        if let Err(e) = self.blank_spent(&batch) {
             tracing::warn!(cause = %e, "could not blank spent tokens in the tokens file");
         }
     }
@@ -294,24 +294,37 @@ impl Tokens {
     pub fn flush_tidy(&self) {
         let batch = self.tidy.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take);
         if let Some(batch) = batch.filter(|b| !b.is_empty())
-            && let Err(e) = self.blank(&batch)
+            && let Err(e) = self.blank_spent(&batch)
         {
             tracing::warn!(cause = %e, "could not blank spent tokens in the tokens file");
         }
     }
 
-    /// Overwrites every copy of each of `tokens` in the file with spaces, in
-    /// place, where the bytes still hold that token. The cached listing is
-    /// locked from before the writes until the file's new identity is
-    /// recorded, so a reader never takes our own write for someone else's
-    /// and parses the whole file again.
-    fn blank(&self, tokens: &[String]) -> io::Result<()> {
+    /// Blanks tokens spent for good, and drops their metadata with them:
+    /// their last use is gone, and the ledger says so if one comes back.
+    fn blank_spent(&self, tokens: &[String]) -> io::Result<()> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
-        self.blank_locked(tokens)
+        self.blank_locked(tokens)?;
+        if self.meta_unreadable().is_some() {
+            return Ok(());
+        }
+        let mut meta = self.read_meta()?;
+        let before = meta.len();
+        for token in tokens {
+            meta.remove(&sha256_hex(token.as_bytes()));
+        }
+        if meta.len() != before {
+            self.write_meta(&meta)?;
+        }
+        Ok(())
     }
 
-    /// [`Tokens::blank`], the caller holding both locks. Nothing is
+    /// Overwrites every copy of each of `tokens` in the file with spaces, in
+    /// place, where the bytes still hold that token; the caller holds both
+    /// locks. The cached listing is locked from before the writes until the
+    /// file's new identity is recorded, so a reader never takes our own
+    /// write for someone else's and parses the whole file again. Nothing is
     /// blanked while the metadata cannot be read: which tokens are spent
     /// for good cannot be told (a sweep once it reads again does it).
     fn blank_locked(&self, tokens: &[String]) -> io::Result<()> {
@@ -323,6 +336,17 @@ impl Tokens {
         let file = match OpenOptions::new().read(true).write(true).open(&self.path) {
             Ok(file) => file,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            // A list the admin keeps read-only (a Kubernetes Secret): the
+            // ledger and the metadata decide; blanking is cosmetic.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::PermissionDenied
+                ) =>
+            {
+                tracing::debug!(file = %self.path.display(), cause = %e, "the tokens file is read-only: spent tokens stay listed");
+                return Ok(());
+            }
             Err(e) => return Err(with_path(e, &self.path)),
         };
         let mut listed = self.listed();

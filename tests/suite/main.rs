@@ -22,4 +22,5 @@ mod serve_protocol;
 mod serve_startup;
 mod serve_validation;
 mod state_integrity;
+mod token_meta;
 mod upgrades;
