@@ -6,6 +6,8 @@ behave as janusd does on the wire (a new TLS connection per request, full
 handshakes, fleet-mode checks). Client and server share this machine.
 """
 import argparse
+import hashlib
+import hmac
 import json
 import os
 import platform
@@ -192,6 +194,41 @@ def measure(bench, kind, sizes):
     return result
 
 
+def measure_multi_use(bench, sizes):
+    """One token of many uses, most of them spent already: each announcement
+    must cost what a one-use token's does (the use found by bisection, the
+    same CA's by name), not grow with the uses spent."""
+    uses, spent, nodes = sizes["multi_uses"], sizes["multi_spent"], sizes["multi_nodes"]
+    state = bench.state("ours-multi-use", [])
+    bench.run([bench.bin, "tokens", "add", "--state", state, "--uses", str(uses)], input="")
+    token = open(os.path.join(state, "tokens")).read().split()[0]
+    # The first `spent` uses, as earlier admissions left them: markers in
+    # the ledger, named with the state's key, linked to one holder record.
+    key_path = os.path.join(state, "token-uses.key")
+    if not os.path.exists(key_path):
+        with open(key_path, "wb") as f:
+            f.write(os.urandom(32))
+        os.chmod(key_path, 0o600)
+    mac = hmac.new(open(key_path, "rb").read(), token.encode(), hashlib.sha256).hexdigest()
+    ledger = os.path.join(state, "token-uses")
+    os.makedirs(ledger, exist_ok=True)
+    holder = os.path.join(bench.work, "multi-holder.json")
+    with open(holder, "w") as f:
+        f.write('{"id":"' + "0" * 32 + '"}')
+    for n in range(1, spent + 1):
+        os.link(holder, os.path.join(ledger, f"{mac}-{n}"))
+    server = bench.start_ours(state)
+    token_list = bench.path("multi-token-list")
+    with open(token_list, "w") as f:
+        f.write((token + "\n") * nodes)
+    report = bench.swarm(server, nodes, 0, sizes["concurrency"], ["--tokens", token_list])
+    server.stop()
+    result = phase_summary(report["announce"])
+    result["admitted_in_answer"] = report["admitted_in_answer"]
+    result["uses"], result["spent_before"] = uses, spent
+    return result
+
+
 def measure_tokens(bench, kind, sizes):
     """Announcements with tokens, against a large tokens file."""
     start = bench.start_ours if kind == "ours" else bench.start_reference
@@ -223,6 +260,8 @@ def measure_tokens(bench, kind, sizes):
             break
         time.sleep(0.05)
     server.stop()
+    if kind == "ours":
+        result["announce_multi_use"] = measure_multi_use(bench, sizes)
     result["announce_token"]["tokens_file_exact"] = (
         left == tokens[2 * sizes["token_nodes"]:]
         and result["announce_token"]["admitted_in_answer"] == sizes["token_nodes"]
@@ -417,10 +456,11 @@ def main():
     args = p.parse_args()
     sizes = (
         dict(nodes=100, polls=5, concurrency=16, token_file=2000, token_nodes=100, levels=[16],
-             sweep_requests=400, records=2000, wrk_seconds=1)
+             sweep_requests=400, records=2000, wrk_seconds=1, multi_uses=1000, multi_spent=900, multi_nodes=100)
         if args.quick else
         dict(nodes=1000, polls=10, concurrency=16, token_file=100_000, token_nodes=1000, levels=[16, 64, 256],
-             sweep_requests=6000, records=100_000, wrk_seconds=5)
+             sweep_requests=6000, records=100_000, wrk_seconds=5, multi_uses=10_000, multi_spent=9_000,
+             multi_nodes=1000)
     )
     bench = Bench(args)
     if args.only == "polls":
@@ -473,6 +513,8 @@ def print_table(r):
     row("announcements/s, tokenless (fsync'd record)", "announce_tokenless", "per_second")
     row(f"announcements/s, with tokens ({r['sizes']['token_file']}-token file)", "announce_token", "per_second")
     row("announcements/s, with tokens, 64 at a time", "announce_token_64", "per_second")
+    row(f"announcements/s, one {r['sizes']['multi_uses']:,}-use token ({r['sizes']['multi_spent']:,} spent before)",
+        "announce_multi_use", "per_second")
     row("polls/s, pending (new TLS connection each)", "poll_pending", "per_second", ceil["per_second"])
     row("polls/s, admitted (trust in the answer)", "poll_admitted", "per_second", ceil["per_second"])
     row("poll p50 ms, pending", "poll_pending", "p50_ms", ceil["p50_ms"])
