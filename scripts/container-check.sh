@@ -68,7 +68,7 @@ start() {
     -v "$volume:/var/lib/janus-registration" \
     -v "$work/deploy-files/fleet:/etc/janus-registration/fleet:ro" \
     -v "$work/deploy-files/tls:/etc/janus-registration/tls:ro" \
-    -e JANUS_REGISTRATION_SHUTDOWN_GRACE=10 "$image" >/dev/null 2>>"$work/engine.log"
+    -e JANUS_REGISTRATION_SHUTDOWN_GRACE=10s "$image" >/dev/null 2>>"$work/engine.log"
 }
 healthy() {
   if [ "$engine" = podman ]; then

@@ -276,7 +276,10 @@ pub fn run(command: &CertsCommand) -> Result<String, CertsError> {
                 let fleet = mint_fleet(name, 1)?;
                 write_fleet(out, &fleet)?;
                 Ok(format!(
-                    "wrote a development fleet to {} (bundle version 1); root SHA-256 {}",
+                    "wrote the fleet {:?} to {} (bundle version 1); root SHA-256 {}\n\
+                     Its keys (root.key, issuing.key) sign everything the fleet trusts: keep them offline; \
+                     the endpoint needs only root.crt and bundle.json",
+                    crate::terminal::escape(name),
                     out.display(),
                     fingerprint(&fleet.root.cert_pem)?
                 ))
@@ -303,7 +306,18 @@ pub fn run(command: &CertsCommand) -> Result<String, CertsError> {
             }
             let issuing = read_minted(&fleet.join("issuing.crt"), &fleet.join("issuing.key"))?;
             let minted = mint_controller(&issuing, *days, sans)?;
-            let (crt, key) = write_pair(out, &minted, renew_within.is_some())?;
+            // The directory it writes into, as `certs fleet` makes its own.
+            if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
+                crate::durable::ensure_private_dir(dir)?;
+            }
+            let (crt, key) = write_pair(out, &minted, renew_within.is_some()).map_err(|e| match e {
+                CertsError::Exists(path) => CertsError::Invalid(format!(
+                    "{} exists already; refusing to overwrite it. To renew it: --renew-within 10d \
+                     (replaces it when it expires within 10 days; --renew-within 400d replaces it now)",
+                    path.display()
+                )),
+                other => other,
+            })?;
             Ok(format!("wrote {} and {} (controller.fleet.janus, {days} days)", crt.display(), key.display()))
         }
         CertsCommand::NodeCa { name, out } => {

@@ -14,6 +14,16 @@ use std::time::Duration;
 use clap::{Args, Parser, Subcommand};
 
 use crate::clock::parse_duration;
+
+/// `HOST:PORT` (an IPv6 host in brackets); the error says the form, with examples.
+fn parse_listen(s: &str) -> Result<String, String> {
+    let ok = s.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
+    if ok {
+        Ok(s.to_string())
+    } else {
+        Err(format!("{s:?} is not HOST:PORT; e.g. 0.0.0.0:8443 (every address), 127.0.0.1:8443 or [::]:8443"))
+    }
+}
 use crate::server::limits::LimitsConfig;
 use crate::server::policy::{DEFAULT_QUEUE, PolicyConfig};
 use crate::server::{
@@ -57,7 +67,7 @@ pub enum Command {
         after_help = "Example:\n  janus-registration serve --fleet fleet/ --cert controller.crt --key controller.key --state state/"
     )]
     Serve(Box<ServeArgs>),
-    /// Mint a development fleet, the endpoint's certificate, or a node CA.
+    /// Mint a fleet, the endpoint's certificate, or a node CA.
     #[command(
         subcommand,
         after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'\n  janus-registration certs controller --fleet fleet/ --out controller --san 10.0.2.2"
@@ -92,14 +102,22 @@ pub enum Command {
         after_help = "Examples:\n  janus-registration completions bash > /etc/bash_completion.d/janus-registration\n  janus-registration completions zsh > \"${fpath[1]}/_janus-registration\"\n  janus-registration completions fish > ~/.config/fish/completions/janus-registration.fish"
     )]
     Completions(CompletionsArgs),
-    /// Print the manual page (roff).
+    /// Print the manual page (roff), or with --out write one page per command.
     #[command(
-        after_help = "Example:\n  janus-registration manpage > /usr/local/share/man/man1/janus-registration.1"
+        after_help = "Examples:\n  janus-registration manpage > /usr/local/share/man/man1/janus-registration.1\n  janus-registration manpage --out /usr/local/share/man/man1   (janus-registration-nodes-approve.1, ...)"
     )]
-    Manpage,
+    Manpage(ManpageArgs),
     /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
     #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
     Healthcheck(HealthcheckArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ManpageArgs {
+    /// Write one page per command and subcommand into this directory (man's section 1 names:
+    /// janus-registration-nodes-approve.1), instead of the top-level page to stdout.
+    #[arg(long)]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -359,7 +377,7 @@ pub struct DemoArgs {
     #[arg(long, default_value = ".")]
     pub dir: PathBuf,
     /// Address and port to listen on.
-    #[arg(long, default_value = "127.0.0.1:8443")]
+    #[arg(long, default_value = "127.0.0.1:8443", value_parser = parse_listen)]
     pub listen: String,
 }
 
@@ -377,7 +395,7 @@ pub struct HealthcheckArgs {
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Address and port to listen on.
-    #[arg(long, env = "JANUS_REGISTRATION_LISTEN", default_value = DEFAULT_LISTEN)]
+    #[arg(long, env = "JANUS_REGISTRATION_LISTEN", default_value = DEFAULT_LISTEN, value_parser = parse_listen)]
     pub listen: String,
     /// The fleet directory: root.crt and bundle.json.
     #[arg(long, env = "JANUS_REGISTRATION_FLEET")]
@@ -399,9 +417,9 @@ pub struct ServeArgs {
     /// source: raise it there (0: no per-source cap).
     #[arg(long, env = "JANUS_REGISTRATION_MAX_CONNECTIONS_PER_SOURCE", default_value_t = DEFAULT_MAX_CONNECTIONS_PER_SOURCE)]
     pub max_connections_per_source: usize,
-    /// Seconds in-flight requests get to finish after SIGTERM.
-    #[arg(long, env = "JANUS_REGISTRATION_SHUTDOWN_GRACE", default_value_t = 10)]
-    pub shutdown_grace: u64,
+    /// How long in-flight requests get to finish after SIGTERM (10s; bare seconds still read).
+    #[arg(long, env = "JANUS_REGISTRATION_SHUTDOWN_GRACE", value_parser = parse_duration, default_value = "10s")]
+    pub shutdown_grace: Duration,
     /// Announcements one source address may make at once...
     #[arg(long, env = "JANUS_REGISTRATION_RATE_BURST", default_value_t = 10)]
     pub rate_burst: u32,
@@ -456,7 +474,7 @@ impl ServeArgs {
         ServeConfig {
             max_connections: self.max_connections.max(1),
             max_connections_per_source: self.max_connections_per_source,
-            shutdown_grace: Duration::from_secs(self.shutdown_grace),
+            shutdown_grace: self.shutdown_grace,
             limits: LimitsConfig {
                 burst: self.rate_burst.max(1),
                 refill_every: self.rate_every,
@@ -482,7 +500,7 @@ impl ServeArgs {
 
 #[derive(Debug, Subcommand)]
 pub enum CertsCommand {
-    /// A development fleet: root.crt/.key, issuing.crt/.key, bundle.json.
+    /// A fleet: root.crt/.key, issuing.crt/.key, bundle.json (name it with --name).
     #[command(after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'")]
     Fleet(FleetArgs),
     /// The endpoint's controller.fleet.janus certificate, signed by the fleet's issuing CA.

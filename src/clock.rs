@@ -14,9 +14,11 @@ pub fn now_rfc3339() -> String {
 /// RFC 3339 with milliseconds: the audit trail's time, fine enough to merge
 /// the files of several writers in the order things happened.
 pub fn now_rfc3339_millis() -> String {
-    let t = OffsetDateTime::now_utc();
-    let t = t.replace_millisecond(t.millisecond()).unwrap_or(t);
-    t.format(&Rfc3339).unwrap_or_default()
+    // Always three fraction digits: audit lines stay in columns.
+    const FIXED: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
+        "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
+    );
+    OffsetDateTime::now_utc().format(FIXED).unwrap_or_default()
 }
 
 /// Unix time in milliseconds of an RFC 3339 time, for ordering.
@@ -55,24 +57,24 @@ pub fn go_duration(d: Duration) -> String {
 #[error("{0:?} is not a duration such as 90s, 15m, 12h or 10d")]
 pub struct BadDuration(pub String);
 
-/// `250ms`, `90s`, `15m`, `12h`, `10d`, or plain seconds.
+/// `250ms`, `90s`, `15m`, `12h`, `10d`, or plain seconds; one that does
+/// not fit in a `u64` of seconds is refused, never wrapped.
 pub fn parse_duration(s: &str) -> Result<Duration, BadDuration> {
     let s = s.trim();
+    let bad = || BadDuration(s.to_string());
     let (digits, unit) = s.split_at(s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len()));
-    let n: u64 = digits.parse().map_err(|_| BadDuration(s.to_string()))?;
+    let n: u64 = digits.parse().map_err(|_| bad())?;
     if unit == "ms" {
         return Ok(Duration::from_millis(n));
     }
-    let secs = match unit {
-        "" | "s" => n,
-        "m" => n * 60,
-        "h" => n * 3600,
-        "d" => n * 86400,
-        _ => {
-            return Err(BadDuration(s.to_string()));
-        }
+    let scale: u64 = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => return Err(bad()),
     };
-    Ok(Duration::from_secs(secs))
+    n.checked_mul(scale).map(Duration::from_secs).ok_or_else(bad)
 }
 
 #[cfg(test)]
@@ -86,6 +88,7 @@ mod tests {
         assert_eq!(parse_duration("15m"), Ok(Duration::from_secs(900)));
         assert_eq!(parse_duration("10d"), Ok(Duration::from_secs(864000)));
         assert!(parse_duration("ten").is_err() && parse_duration("5y").is_err());
+        assert!(parse_duration("213503982334602d").is_err(), "refused, never wrapped");
     }
     use std::time::Duration;
 

@@ -31,12 +31,27 @@ pub struct Demo {
     /// What to print once it listens: the commands to try.
     pub instructions: String,
     /// Held while the demo runs: a second demo from the same directory
-    /// refuses before it touches the running one's state.
-    pub lock: std::fs::File,
+    /// refuses before it touches the running one's state. Dropped when the
+    /// demo ends, which removes `.demo.lock`.
+    pub lock: DemoLock,
+}
+
+/// `DIR/.demo.lock`, locked while the demo runs, removed when it ends.
+pub struct DemoLock {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl Drop for DemoLock {
+    fn drop(&mut self) {
+        // Removed while still held: a demo starting now opens a new file.
+        let _ = std::fs::remove_file(&self.path);
+        let _ = self.file.unlock();
+    }
 }
 
 /// Takes `DIR/.demo.lock`, or says a demo already runs from `dir`.
-fn lock_demo(dir: &Path) -> Result<std::fs::File, CertsError> {
+fn lock_demo(dir: &Path) -> Result<DemoLock, CertsError> {
     use std::os::unix::fs::OpenOptionsExt;
     ensure_private_dir(dir)?;
     let path = dir.join(".demo.lock");
@@ -49,7 +64,7 @@ fn lock_demo(dir: &Path) -> Result<std::fs::File, CertsError> {
         .open(&path)
         .map_err(|e| crate::durable::with_path(e, &path))?;
     match file.try_lock() {
-        Ok(()) => Ok(file),
+        Ok(()) => Ok(DemoLock { file, path }),
         Err(std::fs::TryLockError::WouldBlock) => Err(CertsError::Invalid(format!(
             "a demo is already running from {} (it holds {}); its demo-state/ is left as it is - stop it first",
             dir.display(),
@@ -92,6 +107,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
     write_atomic(&announce_path, &announce.to_go_json(), 0o600)?;
 
     let state = dir.join("demo-state");
+    let afresh = state.exists();
     lay_out_example_state(&state)?;
 
     // A node's NoCloud user-data for this endpoint, as user-data.sh announce writes it.
@@ -106,7 +122,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
     write_atomic(&user_data_path, user_data.to_string().as_bytes(), 0o644)?;
 
     let port = listen.rsplit_once(':').map_or("8443", |(_, p)| p);
-    let instructions = instructions(&Paths {
+    let mut instructions = instructions(&Paths {
         root: fleet_dir.join("root.crt"),
         state: state.clone(),
         announce: announce_path,
@@ -116,6 +132,16 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
         secret,
         console: certs::console_line(&node_ca_pem)?,
     });
+    if afresh {
+        instructions.insert_str(
+            0,
+            &format!(
+                "{} existed: the demo starts afresh from the example state every time (its records and \
+                 approvals are gone); certs/ is kept.\n\n",
+                state.display()
+            ),
+        );
+    }
     Ok(Demo {
         config: ServeConfig {
             shutdown_grace: Duration::from_secs(2),
@@ -180,8 +206,10 @@ fn instructions(p: &Paths) -> String {
 
 The endpoint serves {url}/register (state: {state}).
 
-Rehearse a node with the agent (it announces, then polls every 15 s until approved):
-  cargo run --release -- agent --user-data {user_data} --dir {node_dir}
+Rehearse a node with the agent (it announces, then polls every 15 s until
+approved). What it prints is the node's serial-console log: keep it, the
+approval below checks the node's CA against it:
+  cargo run --release -- agent --user-data {user_data} --dir {node_dir} | tee {node_dir}.log
 
 Announce a node (its CA's console line: {console}):
   {curl} -sS {url}/register -H 'Content-Type: application/json' --data-binary @{announce}
@@ -192,11 +220,13 @@ Announce with the example token, admitted at once (once):
 List pending nodes, with the CA SHA-256 to compare with each node's console:
   cargo run --release -- nodes list --pending --state {state}
 
-Approve one: the tool checks its CA against the node's serial-console log (or
-give the console's fingerprint with --expect-ca-sha256 HEX):
-  cargo run --release -- nodes approve ID --console /path/to/serial.log --state {state}
+Approve the agent's node (by its name; or by ID, the id `nodes list` shows):
+the tool checks its CA against the console log the agent wrote (or give the
+console's fingerprint with --expect-ca-sha256 HEX):
+  cargo run --release -- nodes approve demo-agent --console {node_dir}.log --state {state}
 
-Poll as the node does (202 pending, 200 with the trust once approved):
+Poll as the node does (202 pending, 200 with the trust once approved; ID is
+the id the announcement above answered with):
   {curl} -sS -o /dev/null -w '%{{http_code}}\\n' {url}/register/ID -H 'Authorization: Bearer {secret}'
 
 The example node {EXAMPLE_NODE_ID} polls with: -H 'Authorization: Bearer {EXAMPLE_POLL_SECRET}'

@@ -13,7 +13,13 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(failure) => {
-            eprintln!("janus-registration: {}", janus_registration::terminal::escape(&failure.to_string()));
+            // Our own multi-line messages print as lines; every other
+            // control character is escaped (values from nodes are escaped
+            // where they are put in).
+            eprintln!(
+                "janus-registration: {}",
+                janus_registration::terminal::escape_lines(&failure.to_string())
+            );
             ExitCode::FAILURE
         }
     }
@@ -33,7 +39,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Agent(command) => match &command.swarm {
             Some(AgentSubcommand::Swarm(args)) => {
-                println!("{}", runtime()?.block_on(agent::swarm::run_command(&args.to_swarm()))?);
+                print(&runtime()?.block_on(agent::swarm::run_command(&args.to_swarm()))?);
                 Ok(ExitCode::SUCCESS)
             }
             None => Ok(ExitCode::from(runtime()?.block_on(agent::run_command(&command.args.to_agent()))?)),
@@ -43,13 +49,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             let out = admin::nodes(state, &args.command.to_admin())?;
             // A streamed listing has printed itself already.
             if !out.is_empty() {
-                println!("{out}");
+                print(&out);
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Tokens(args) => {
             let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
-            println!("{}", admin::tokens(state, &args.command.to_admin())?);
+            print(&admin::tokens(state, &args.command.to_admin())?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit(args) => {
@@ -59,22 +65,35 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Completions(args) => {
             let mut command = <Cli as clap::CommandFactory>::command();
-            clap_complete::generate(args.shell, &mut command, "janus-registration", &mut std::io::stdout());
+            let mut script = Vec::new();
+            clap_complete::generate(args.shell, &mut command, "janus-registration", &mut script);
+            print(String::from_utf8_lossy(&script).trim_end());
             Ok(ExitCode::SUCCESS)
         }
-        Command::Manpage => {
+        Command::Manpage(args) => {
             let command = <Cli as clap::CommandFactory>::command();
-            clap_mangen::Man::new(command)
-                .render(&mut std::io::stdout())
-                .map_err(|e| format!("cannot write the manual page: {e}"))?;
+            match &args.out {
+                None => {
+                    let mut page = Vec::new();
+                    clap_mangen::Man::new(command)
+                        .render(&mut page)
+                        .map_err(|e| format!("cannot write the manual page: {e}"))?;
+                    print(String::from_utf8_lossy(&page).trim_end());
+                }
+                Some(dir) => {
+                    let written = write_manpages(command, "", dir)
+                        .map_err(|e| format!("cannot write the manual pages into {}: {e}", dir.display()))?;
+                    print(&format!("wrote {written} manual pages into {}", dir.display()));
+                }
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Healthcheck(args) => {
-            println!("{}", runtime()?.block_on(healthcheck::check(&args.addr, args.live))?);
+            print(&runtime()?.block_on(healthcheck::check(&args.addr, args.live))?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Certs(command) => {
-            println!("{}", certs::run(&command.to_certs())?);
+            print(&certs::run(&command.to_certs())?);
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -85,12 +104,51 @@ fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> R
     let prepared = server::prepare(config)?;
     let listener = server::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
     if let Some(banner) = banner {
-        println!("{banner}");
+        print(&banner);
     }
     runtime()?.block_on(async {
         let stop = shutdown::signal().map_err(|e| format!("cannot handle signals: {e}"))?;
         Ok(prepared.serve(listener, stop).await?)
     })
+}
+
+/// Writes `text` and a line break to stdout. A reader that went away (`|
+/// head`) ends the command quietly with status 0, as coreutils and ripgrep
+/// do: not a panic with a backtrace.
+fn print(text: &str) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "{text}").and_then(|()| out.flush()) {
+        if e.kind() == std::io::ErrorKind::BrokenPipe {
+            std::process::exit(0);
+        }
+        eprintln!("janus-registration: cannot write to stdout: {e}");
+        std::process::exit(1);
+    }
+}
+
+/// One manual page per command and subcommand, named as `man` expects
+/// (`janus-registration-nodes-approve.1`); how many were written.
+fn write_manpages(command: clap::Command, parent: &str, dir: &std::path::Path) -> std::io::Result<usize> {
+    let name = if parent.is_empty() {
+        command.get_name().to_string()
+    } else {
+        format!("{parent}-{}", command.get_name())
+    };
+    std::fs::create_dir_all(dir)?;
+    let mut page = Vec::new();
+    // A page's title is its command's name: the full one, as man finds it.
+    // (clap takes a static name without its `string` feature; a handful of
+    // names leaked by a command that exits at once.)
+    let full: &'static str = Box::leak(name.clone().into_boxed_str());
+    let titled = command.clone().name(full).display_name(full);
+    clap_mangen::Man::new(titled).render(&mut page)?;
+    std::fs::write(dir.join(format!("{name}.1")), page)?;
+    let mut written = 1;
+    for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
+        written += write_manpages(sub.clone(), &name, dir)?;
+    }
+    Ok(written)
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {

@@ -295,11 +295,7 @@ fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> 
     }
     match matches.len() {
         1 => Ok(matches.remove(0)),
-        0 => Err(AdminError::NotFound(format!(
-            "no node matches {:?} in {}",
-            escape(key),
-            store.dir().display()
-        ))),
+        0 => Err(AdminError::NotFound(no_match(store, key, among)?)),
         n => {
             let mut out = format!("{:?} matches {n} nodes; name one by its id:", escape(key));
             for (id, record) in &matches {
@@ -308,6 +304,59 @@ fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> 
             Err(AdminError::Ambiguous(out))
         }
     }
+}
+
+/// Why no node matches `key`, with what the person may have meant: ids
+/// need 6 hex digits; a name or id one or two letters away.
+fn no_match(store: &Store, key: &str, among: Among) -> Result<String> {
+    let mut message = format!("no node matches {:?} in {}", escape(key), store.dir().display());
+    let short_hex = key.len() < 6 && key.bytes().all(|b| b.is_ascii_hexdigit());
+    if short_hex {
+        message.push_str(&format!(
+            "; an id prefix needs 6 hex digits or more (e.g. {}{})",
+            key,
+            &"a1b2c3"[key.len().min(6)..]
+        ));
+        return Ok(message);
+    }
+    let lower = key.to_ascii_lowercase();
+    let mut best: Option<(usize, String)> = None;
+    store.scan(|id, record: NodeRecord| {
+        let ok = match among {
+            Among::Pending => store.state_of(&record) == NodeState::Pending,
+            Among::NotRejected => store.state_of(&record) != NodeState::Rejected,
+            Among::All => true,
+        };
+        if !ok {
+            return;
+        }
+        for candidate in [record.name.clone(), id.as_str()[..lower.len().clamp(6, 32)].to_string()] {
+            let d = edit_distance(&lower, &candidate.to_ascii_lowercase());
+            if d <= 2 && best.as_ref().is_none_or(|(b, _)| d < *b) {
+                best = Some((d, candidate));
+            }
+        }
+    })?;
+    if let Some((_, guess)) = best {
+        message.push_str(&format!("; did you mean {}?", escape(&guess)));
+    }
+    Ok(message)
+}
+
+/// Levenshtein distance, for "did you mean".
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut previous = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (row[j + 1] + 1).min(row[j] + 1).min(previous + usize::from(ca != *cb));
+            previous = here;
+        }
+    }
+    row[b.len()]
 }
 
 fn audit(store: &Store, event: &str, fields: serde_json::Value) -> Result<()> {

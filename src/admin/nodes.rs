@@ -231,11 +231,12 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
                 AdminError::NotFound(format!("a record with a malformed id: {:?}", escape(&record.id)))
             })?;
             store.approve(&id, "command", &user)?;
-            audit(
-                store,
-                "admitted",
-                json!({"id": record.id, "by": "command", "user": user, "checked_ca_sha256": want}),
-            )?;
+            let mut event =
+                json!({"id": record.id, "by": "command", "user": user, "checked_ca_sha256": want});
+            if args.force && store.is_ca_rejected(&want) {
+                event["forced_over_rejected_ca"] = json!(true);
+            }
+            audit(store, "admitted", event)?;
             let _ = writeln!(out, "approved {} ({})", escape(&record.id), escape(&record.name));
         }
         return Ok(out.trim_end().to_string());
@@ -254,9 +255,20 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
         return Ok(format!("{id} ({}) is already approved; nothing changed", escape(&record.name)));
     }
     if store.is_rejected(&node) && !(args.force && rejected_for_ca_only(store, &record)) {
-        return Err(AdminError::Refused(format!(
-            "{id} was rejected; the node announces again with a new id, approve that one"
-        )));
+        return Err(AdminError::Refused(if rejected_for_ca_only(store, &record) {
+            format!(
+                "{id} was rejected because its CA {} was (`nodes reject`), and so is every later \
+                 announcement of that CA; approve this one anyway with --force, or lift the rejection \
+                 with `nodes forget` of the record you rejected",
+                ca_sha256_of(&record)
+            )
+        } else {
+            format!(
+                "{id} was rejected with `nodes reject`; its CA's later announcements are rejected too. \
+                 To admit it after all: `nodes forget {id}` lifts the rejection, then approve its next \
+                 announcement"
+            )
+        }));
     }
     let have = ca_sha256_of(&record);
     if store.is_ca_rejected(&have) && !args.force {
@@ -288,11 +300,11 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
         )));
     }
     store.approve(&node, "command", &user)?;
-    audit(
-        store,
-        "admitted",
-        json!({"id": id, "by": "command", "user": user, "checked_ca_sha256": expected}),
-    )?;
+    let mut event = json!({"id": id, "by": "command", "user": user, "checked_ca_sha256": expected});
+    if args.force && store.is_ca_rejected(&have) {
+        event["forced_over_rejected_ca"] = json!(true);
+    }
+    audit(store, "admitted", event)?;
     Ok(match expected {
         Some(_) => {
             format!(

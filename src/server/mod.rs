@@ -324,11 +324,10 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
              nodes provisioned with the fleet root will fall back to controller_ca_cert"
         );
     }
-    let store = Arc::new(
-        Store::open_for_server(&config.state)
-            .map_err(StartupError::State)?
-            .with_readmit_window(config.readmit_window),
-    );
+    // Checked now, made once the port is bound (`Prepared::serve`): a port
+    // in use leaves no state tree behind.
+    Store::check_before_open(&config.state).map_err(StartupError::State)?;
+    let store = Arc::new(Store::for_server(&config.state).with_readmit_window(config.readmit_window));
     tracing::info!(
         fleet_root_sha256 = %fleet.root_sha256,
         bundle_version = fleet.bundle_version,
@@ -397,6 +396,10 @@ impl Prepared {
         listener: std::net::TcpListener,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> std::io::Result<()> {
+        self.app
+            .store
+            .lay_out()
+            .map_err(|e| std::io::Error::new(e.kind(), format!("the state directory is not usable: {e}")))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         let rustls = RustlsConfig::from_config(Arc::new(

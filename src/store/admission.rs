@@ -353,6 +353,17 @@ impl Store {
                 "ca_sha256": fresh.ca_sha256, "bundle_version": bundle_version,
             }),
         )?;
+        // The process that claimed the use may have died before blanking it.
+        let mac = self.tokens.ledger.mac(token)?;
+        let uses = match self.tokens.offer(token)? {
+            Offer::Valid { uses, .. } => uses,
+            _ => 1,
+        };
+        if self.tokens.ledger.spent_for_good(&mac, uses)? {
+            self.tokens.spent(token);
+        } else {
+            self.tokens.sweep_later();
+        }
         tracing::info!(node = %id, "the node that spent this token announced again: answered with its first id");
         Ok(Some(Admission { id, outcome: Outcome::Admitted }))
     }

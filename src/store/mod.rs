@@ -235,17 +235,66 @@ impl Store {
     /// after refusing one anybody may write to, or one whose `state-format`
     /// this binary does not know; an unmarked one is marked once laid out.
     pub fn open(dir: &Path) -> io::Result<Self> {
+        let store = Self::at(dir);
+        store.lay_out()?;
+        Ok(store)
+    }
+
+    /// What `serve` checks before it binds its port, creating nothing: an
+    /// existing directory is not world-writable and its format is known; a
+    /// missing one has an existing parent (only the last level is made: a
+    /// typo in `--state` must not start an empty endpoint).
+    pub fn check_before_open(dir: &Path) -> io::Result<()> {
+        if dir.exists() {
+            refuse_world_writable(dir)?;
+            return format::read(dir).map(|_| ()).map_err(io::Error::other);
+        }
+        let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        if !parent.is_dir() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "{} does not exist, nor does its parent {}: make the parent first (the endpoint makes only \
+                     the state directory itself, 0700), or check --state for a typo",
+                    dir.display(),
+                    parent.display()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The store a server process will use, nothing made yet: [`Store::lay_out`]
+    /// once its port is bound.
+    pub fn for_server(dir: &Path) -> Self {
+        let mut store = Self::at(dir);
+        store.audit = Audit::for_server(dir);
+        store
+    }
+
+    /// Makes the directory and its subdirectories (0700) when missing, after
+    /// refusing one anybody may write to or one whose `state-format` this
+    /// binary does not know, and migrates and marks an unmarked one. A first
+    /// start says so in one line.
+    pub fn lay_out(&self) -> io::Result<()> {
+        let dir = &self.dir;
         refuse_world_writable(dir)?;
         let found = format::read(dir).map_err(io::Error::other)?;
-        let store = Self::at(dir);
-        store.ensure_layout()?;
+        let made = self.make_missing()?;
+        if made.first() == Some(dir) {
+            tracing::info!(dir = %dir.display(), "laid out a new state directory");
+        } else if !made.is_empty() {
+            let names: Vec<String> =
+                made.iter().filter_map(|d| d.file_name()).map(|n| n.to_string_lossy().into_owned()).collect();
+            tracing::info!(dir = %dir.display(), made = %names.join(", "), "made the state directory's missing subdirectories");
+        }
         for sub in std::iter::once(dir.to_path_buf()).chain(SUBDIRS.iter().map(|s| dir.join(s))) {
             refuse_world_writable(&sub)?;
         }
         if found != Some(format::CURRENT) {
             format::migrate(dir, found)?;
         }
-        Ok(store)
+        Ok(())
     }
 
     /// Sets the readmit window (`serve --readmit-window`).
@@ -309,21 +358,30 @@ impl Store {
 
     /// Opens `dir` as [`Store::open`] does, auditing as this server process.
     pub fn open_for_server(dir: &Path) -> io::Result<Self> {
-        let mut store = Self::open(dir)?;
-        store.audit = Audit::for_server(dir);
+        let store = Self::for_server(dir);
+        store.lay_out()?;
         Ok(store)
     }
 
     /// Makes the state directory and each subdirectory that is missing
     /// (someone removed them under a running server), logging each.
     pub fn ensure_layout(&self) -> io::Result<()> {
+        for made in self.make_missing()? {
+            tracing::warn!(dir = %made.display(), "made a missing state directory again");
+        }
+        Ok(())
+    }
+
+    /// Makes what is missing of the directory and its subdirectories; what it made.
+    fn make_missing(&self) -> io::Result<Vec<PathBuf>> {
+        let mut made = Vec::new();
         for sub in std::iter::once(self.dir.clone()).chain(SUBDIRS.iter().map(|s| self.dir.join(s))) {
             if !sub.is_dir() {
                 durable::ensure_private_dir(&sub)?;
-                tracing::warn!(dir = %sub.display(), "made a missing state directory again");
+                made.push(sub);
             }
         }
-        Ok(())
+        Ok(made)
     }
 
     /// [`write_atomic`], making the layout again when a directory went missing.
@@ -381,7 +439,12 @@ impl Store {
         if !dir.join("nodes").is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
-                format!("{} is not a state directory (it has no nodes/)", dir.display()),
+                format!(
+                    "{} is not a state directory (it has no nodes/): start `janus-registration serve --state {}` \
+                     once to lay it out, or check --state for a typo",
+                    dir.display(),
+                    dir.display()
+                ),
             ));
         }
         Ok(())

@@ -50,6 +50,8 @@ pub const META_FILE: &str = "tokens.meta.json";
 pub const META_GOOD_FILE: &str = "tokens.meta.last-good.json";
 /// The lock every writer of `tokens` takes.
 pub const LOCK_FILE: &str = "tokens.lock";
+/// How many characters a prefix naming a token needs (as node ids need).
+pub const MIN_PREFIX: usize = 6;
 /// Tokens shorter than this are flagged by `tokens list`: guessable.
 pub const WEAK_BELOW: usize = 16;
 
@@ -506,7 +508,18 @@ impl Tokens {
         let token = if order.iter().any(|t| t == key) {
             key.to_string()
         } else {
-            let by_hash = key.len() >= 6 && key.bytes().all(|b| b.is_ascii_hexdigit());
+            // A prefix names a token only from 6 characters on, as node ids:
+            // `tokens revoke 5` must not revoke whichever token starts so.
+            if key.chars().count() < MIN_PREFIX {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "a prefix needs {MIN_PREFIX} characters or more (of the token, or of its SHA-256 as \
+                         `tokens list` shows it)"
+                    ),
+                ));
+            }
+            let by_hash = key.bytes().all(|b| b.is_ascii_hexdigit());
             let matching: Vec<&String> = order
                 .iter()
                 .filter(|t| {
@@ -517,11 +530,12 @@ impl Tokens {
             match matching.as_slice() {
                 [] => return Err(io::Error::new(io::ErrorKind::NotFound, "no token matches")),
                 [one] => (*one).clone(),
-                _ => {
-                    return Err(io::Error::new(
-                        io::ErrorKind::InvalidInput,
-                        "the prefix matches several tokens",
-                    ));
+                many => {
+                    let mut message = format!("the prefix matches {} tokens; give more of it:", many.len());
+                    for t in many {
+                        message.push_str(&format!("\n  {}  {}", redact(t), token_fingerprint(t)));
+                    }
+                    return Err(io::Error::new(io::ErrorKind::InvalidInput, message));
                 }
             }
         };
@@ -814,7 +828,8 @@ mod tests {
         assert_eq!(tokens.offer("old").unwrap(), Offer::Expired);
         assert_eq!(tokens.sweep(&audit).unwrap(), 1);
         assert!(fs::read_to_string(audit.path()).unwrap().contains("token_expired"));
-        tokens.revoke("plain").unwrap();
+        assert!(tokens.revoke("plain").unwrap_err().to_string().contains("6 characters or more"));
+        tokens.revoke("plain-").unwrap();
         let left: Vec<String> = tokens.list().unwrap().into_iter().map(|t| t.shown).collect();
         assert_eq!(left, ["multi…"]);
         // A revoked token put back by hand admits nobody: its uses are filled.

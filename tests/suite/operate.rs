@@ -160,8 +160,13 @@ async fn tokens_add_list_revoke_with_uses_and_expiry() {
 
     let (ok, out, _) = admin(&state, &["tokens", "add"]);
     assert!(ok);
-    let (ok, _, err) = admin(&state, &["tokens", "revoke", "zzzz"]);
+    let (ok, _, err) = admin(&state, &["tokens", "revoke", "zzzzzz"]);
     assert!(!ok && err.contains("no token matches"), "{err}");
+    let (ok, _, err) = admin(&state, &["tokens", "revoke", &out.trim()[..1]]);
+    assert!(
+        !ok && err.contains("a prefix needs 6 characters or more (of the token, or of its SHA-256"),
+        "one character revokes nothing: {err}"
+    );
     let (ok, _, _) = admin(&state, &["tokens", "revoke", &out.trim()[..8]]);
     assert!(ok);
     fx.expect_tokens("");

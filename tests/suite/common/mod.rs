@@ -124,6 +124,8 @@ impl InProcess {
     pub async fn start_on(config: ServeConfig, addr: SocketAddr) -> Self {
         let prepared = server::prepare(config).expect("startup checks pass");
         let listener = server::bind(&addr.to_string()).unwrap();
+        // As `serve` does once bound (here before the tests look at it).
+        prepared.app().store.lay_out().unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(prepared.serve(listener, async move {

@@ -1,0 +1,289 @@
+//! A new operator's frictions, each pinned by the sentence a person sees: a
+//! typo'd `--state`, a port in use, a first start, a rejected CA's node,
+//! short and ambiguous prefixes, `certs` into a new directory, a closed
+//! pipe, one manual page per command, suggestions, and the demo's lock.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use crate::common::*;
+use janus_registration::certs;
+
+fn serve_with_state(fx: &Fixture, state: &std::path::Path, listen: &str) -> Vec<String> {
+    let mut args = fx.serve_args();
+    let at = args.iter().position(|a| a == "--state").unwrap();
+    args[at + 1] = state.to_str().unwrap().to_string();
+    let at = args.iter().position(|a| a == "--listen").unwrap();
+    args[at + 1] = listen.to_string();
+    args
+}
+
+#[test]
+fn a_typo_in_state_starts_nothing_and_says_so() {
+    let fx = Fixture::new();
+    let typo = fx.dir.path().join("nope").join("deeper").join("state");
+    let (code, _, err) = cli_exit(Command::new(BIN).args(serve_with_state(&fx, &typo, "127.0.0.1:0")));
+    assert_eq!(code, Some(1), "{err}");
+    let expected = format!(
+        "{} does not exist, nor does its parent {}: make the parent first (the endpoint makes only the state \
+         directory itself, 0700), or check --state for a typo",
+        typo.display(),
+        typo.parent().unwrap().display()
+    );
+    assert!(err.contains(&expected), "{err}");
+    assert!(!fx.dir.path().join("nope").exists(), "nothing made");
+}
+
+#[test]
+fn a_port_in_use_leaves_no_state_behind() {
+    let fx = Fixture::new();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let listen = taken.local_addr().unwrap().to_string();
+    let state = fx.dir.path().join("fresh-state");
+    let (code, _, err) = cli_exit(Command::new(BIN).args(serve_with_state(&fx, &state, &listen)));
+    assert_eq!(code, Some(1));
+    assert!(err.contains(&format!("cannot listen on {listen}")), "{err}");
+    assert!(!state.exists(), "the state directory is made only once the port is bound");
+}
+
+#[test]
+fn a_first_start_says_so_in_one_line() {
+    let fx = Fixture::new();
+    let server = Process::start(&fx.serve_args());
+    let log = server.log();
+    assert!(wait_for(Duration::from_secs(10), || server.log().contains("laid out a new state directory")));
+    assert!(!log.contains("again"), "no alarming warning at a first start: {log}");
+    assert_eq!(server.log().matches("laid out a new state directory").count(), 1);
+}
+
+#[tokio::test]
+async fn approving_a_node_whose_ca_was_rejected_names_force_and_audits_it() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (first, _, _) = announce(&client, "edge", &ca, "").await;
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "reject", &first]);
+    assert!(ok, "{err}");
+    let (again, _, _) = announce(&client, "edge", &ca, "").await;
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "approve", &again, "--unchecked"]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!(
+            "{again} was rejected because its CA {} was (`nodes reject`), and so is every later announcement of \
+             that CA; approve this one anyway with --force, or lift the rejection with `nodes forget` of the \
+             record you rejected",
+            ca_hash(&ca)
+        )),
+        "{err}"
+    );
+    let (ok, out, err) = admin(&fx.state(), &["nodes", "approve", &again, "--unchecked", "--force"]);
+    assert!(ok, "{out} {err}");
+    let trail = audit_trail(&fx.state());
+    let admitted =
+        trail.lines().find(|l| l.contains("\"event\":\"admitted\"") && l.contains(&again)).unwrap();
+    assert!(admitted.contains("\"forced_over_rejected_ca\":true"), "{admitted}");
+    server.stop().await;
+}
+
+#[test]
+fn token_prefixes_need_six_characters_and_ambiguity_lists_candidates() {
+    let fx = Fixture::new();
+    fx.write_tokens("abcdef-first-token\nabcdef-second-token\n");
+    std::fs::create_dir_all(fx.state().join("nodes")).unwrap();
+    let (ok, _, err) = admin(&fx.state(), &["tokens", "revoke", "a"]);
+    assert!(!ok && err.contains("a prefix needs 6 characters or more"), "{err}");
+    let (ok, _, err) = admin(&fx.state(), &["tokens", "revoke", "abcdef"]);
+    assert!(!ok);
+    assert!(
+        err.contains("the prefix matches 2 tokens; give more of it:\n  abcdef…"),
+        "lines, not \\x0a: {err}"
+    );
+    assert!(!err.contains("\\x0a"));
+    assert_eq!(fx.tokens(), "abcdef-first-token\nabcdef-second-token\n", "nothing revoked");
+}
+
+#[tokio::test]
+async fn our_own_multi_line_messages_print_as_lines_and_suggestions_are_made() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    for n in 0..2 {
+        announce(&client, "edge-3", &certs::mint_node_ca(&format!("e{n}")).unwrap(), "").await;
+    }
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "show", "edge-3"]);
+    assert!(!ok && err.contains("\"edge-3\" matches 2 nodes; name one by its id:\n  "), "{err}");
+    assert!(!err.contains("\\x0a"), "{err}");
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "show", "4b6a"]);
+    assert!(!ok && err.contains("an id prefix needs 6 hex digits or more (e.g. 4b6ac3)"), "{err}");
+    announce(&client, "edge-7", &certs::mint_node_ca("e7").unwrap(), "").await;
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "show", "edge-7x"]);
+    assert!(!ok && err.contains("did you mean edge-7?"), "{err}");
+    server.stop().await;
+}
+
+#[test]
+fn certs_makes_its_directory_and_names_renew_within() {
+    let dir = tempfile::tempdir().unwrap();
+    let fleet = dir.path().join("fleet");
+    let (ok, out, err) =
+        cli(&["certs", "fleet", "--out", fleet.to_str().unwrap(), "--name", "Acme production"]);
+    assert!(ok, "{err}");
+    assert!(out.contains("wrote the fleet \"Acme production\"") && !out.contains("development"), "{out}");
+    let out_prefix = dir.path().join("tls").join("controller");
+    let controller =
+        ["certs", "controller", "--fleet", fleet.to_str().unwrap(), "--out", out_prefix.to_str().unwrap()];
+    let (ok, _, err) = cli(&controller);
+    assert!(ok, "the missing tls/ is made: {err}");
+    let (ok, _, err) = cli(&controller);
+    assert!(!ok && err.contains("refusing to overwrite it. To renew it: --renew-within 10d"), "{err}");
+}
+
+#[test]
+fn tokens_add_on_a_new_state_directory_says_what_to_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    std::fs::create_dir(&state).unwrap();
+    let (ok, _, err) = admin(&state, &["tokens", "add"]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!(
+            "is not a state directory (it has no nodes/): start `janus-registration serve --state {}` once to lay it out",
+            state.display()
+        )),
+        "{err}"
+    );
+}
+
+/// Runs `args` with its stdout read by a `head -1` that then goes away.
+fn through_head(args: &[&str]) -> (Option<i32>, String) {
+    let mut child =
+        Command::new(BIN).args(args).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let mut first = String::new();
+    BufReader::new(child.stdout.take().unwrap()).read_line(&mut first).unwrap();
+    // The reader is gone: the pipe is closed.
+    let output = child.wait_with_output().unwrap();
+    (output.status.code(), String::from_utf8_lossy(&output.stderr).into_owned())
+}
+
+#[tokio::test]
+async fn a_closed_pipe_ends_a_command_quietly() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    for n in 0..300 {
+        announce(&client, &format!("edge-{n}"), &certs::mint_node_ca("e").unwrap(), "").await;
+    }
+    let state = fx.state();
+    let state = state.to_str().unwrap();
+    for args in [
+        &["completions", "bash"][..],
+        &["nodes", "list", "--state", state][..],
+        &["audit", "--state", state][..],
+        &["manpage"][..],
+    ] {
+        let (code, err) = through_head(args);
+        assert_eq!(code, Some(0), "{args:?}: {err}");
+        assert!(!err.contains("panicked") && !err.contains("backtrace"), "{args:?}: {err}");
+    }
+    server.stop().await;
+}
+
+#[test]
+fn manpage_out_writes_one_page_per_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ok, out, err) = cli(&["manpage", "--out", dir.path().to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(out.starts_with("wrote ") && out.contains("manual pages"), "{out}");
+    for page in ["janus-registration.1", "janus-registration-serve.1", "janus-registration-nodes-approve.1"] {
+        let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
+        assert!(text.contains(".TH"), "{page}");
+    }
+}
+
+#[test]
+fn flags_say_their_form_with_an_example() {
+    let (ok, _, err) =
+        cli(&["serve", "--listen", "8443", "--fleet", "f", "--cert", "c", "--key", "k", "--state", "s"]);
+    assert!(!ok && err.contains("\"8443\" is not HOST:PORT; e.g. 0.0.0.0:8443"), "{err}");
+    let (ok, _, err) = cli(&[
+        "serve",
+        "--shutdown-grace",
+        "ten",
+        "--fleet",
+        "f",
+        "--cert",
+        "c",
+        "--key",
+        "k",
+        "--state",
+        "s",
+    ]);
+    assert!(!ok && err.contains("is not a duration such as 90s"), "{err}");
+    // Units, as every other duration (bare seconds still read).
+    let fx = Fixture::new();
+    for grace in ["10s", "10"] {
+        let mut args = fx.serve_args();
+        args.extend(["--shutdown-grace".into(), grace.into()]);
+        drop(Process::start(&args));
+    }
+}
+
+#[tokio::test]
+async fn audit_times_have_a_fixed_width() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    for n in 0..20 {
+        announce(&client, &format!("edge-{n}"), &certs::mint_node_ca("e").unwrap(), "").await;
+    }
+    let (ok, out, _) = admin(&fx.state(), &["audit"]);
+    assert!(ok);
+    for line in out.lines() {
+        let at = line.split_whitespace().next().unwrap();
+        assert_eq!(at.len(), "2026-12-01T03:24:41.524Z".len(), "{line}");
+    }
+    server.stop().await;
+}
+
+#[test]
+fn the_demo_says_when_it_starts_afresh_and_removes_its_lock() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("demo-state").join("approved")).unwrap();
+    let mut child = Command::new(BIN)
+        .args(["demo", "--dir", dir.path().to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut banner = Vec::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(60);
+    while std::time::Instant::now() < deadline {
+        match rx.recv_timeout(Duration::from_millis(200)) {
+            Ok(line) => {
+                banner.push(line.clone());
+                if line.contains("polls with") {
+                    break;
+                }
+            }
+            Err(_) => continue,
+        }
+    }
+    let banner = banner.join("\n");
+    assert!(banner.contains("existed: the demo starts afresh from the example state every time"), "{banner}");
+    assert!(banner.contains("What it prints is the node's serial-console log"), "{banner}");
+    assert!(!banner.contains("/path/to/serial.log"), "{banner}");
+    assert!(dir.path().join(".demo.lock").exists());
+    Command::new("kill").arg("-TERM").arg(child.id().to_string()).status().unwrap();
+    let status = child.wait().unwrap();
+    assert!(status.success(), "{status:?}");
+    assert!(!dir.path().join(".demo.lock").exists(), "the lock goes with the demo");
+}
