@@ -14,7 +14,7 @@ WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
 COPY state-example ./state-example
-# The dist profile: fat LTO, one codegen unit (Cargo.toml; README "Performance").
+# The dist profile: fat LTO, one codegen unit (Cargo.toml; docs/performance.md).
 RUN cargo build --profile dist --locked
 # The state directory, owned by the runtime's user: Docker seeds a fresh named
 # volume from the image's directory, so the volume is writable by 65532 too.

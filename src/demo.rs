@@ -201,7 +201,7 @@ fn instructions(p: &Paths) -> String {
         "\
 ################################################################################
 #  DEVELOPMENT FLEET: its keys sit unprotected under certs/. Never provision   #
-#  a real node with it; make your fleet's certificates with `certs` (README).  #
+#  a real node with it; make your fleet's certificates with `certs` (docs).    #
 ################################################################################
 
 The endpoint serves {url}/register (state: {state}).

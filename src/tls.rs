@@ -25,7 +25,7 @@ compile_error!("no crypto stack: enable `aws-lc-rs` (the default) or `ring-provi
 const VERSIONS: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13, &rustls::version::TLS12];
 
 /// The crypto provider of every TLS session and signature check in this
-/// crate: aws-lc-rs, chosen by measurement over ring (README "Performance":
+/// crate: aws-lc-rs, chosen by measurement over ring (docs/performance.md:
 /// less server CPU per handshake, and the X25519MLKEM768 key exchange recent
 /// Go clients offer), with AES-128-GCM-SHA256 preferred, as Go's client
 /// (janusd) prefers it on hardware with AES: it is also the cheaper handshake.

@@ -151,7 +151,7 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Re
         .ok_or(ApiError::NotFound)?;
     let presented = sha256_hex(secret);
     // Reads only, inline: a stat and a 1 KiB read from the page cache cost
-    // less than a hand-off to the blocking pool (measured, README "Performance").
+    // less than a hand-off to the blocking pool (measured, docs/performance.md).
     let record = app.store.read_record(&id)?.ok_or(ApiError::NotFound)?;
     let matches: bool = presented.as_bytes().ct_eq(record.poll_secret_sha256.as_bytes()).into();
     if !matches || app.store.poll_refused(&id) {

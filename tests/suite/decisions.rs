@@ -106,7 +106,7 @@ async fn a_removed_approval_stays_removed() {
     assert!(admitted);
     assert_eq!(admitted_events(&fx.state(), &id), 1);
 
-    // The README allows it by hand: the admin withdraws the approval.
+    // docs/state.md allows it by hand: the admin withdraws the approval.
     fs::remove_file(fx.state().join("approved").join(&id)).unwrap();
     wait_passes(&server, 5);
     assert!(!fx.state().join("approved").join(&id).exists(), "recovery does not make it again");

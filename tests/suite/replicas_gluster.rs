@@ -209,7 +209,7 @@ async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
     assert!(server_errors * 100 < answers.len(), "{server_errors} 5xx answers");
     // Until admissions claimed through their own file, about 1 run in 5
     // here ended with one record that both mounts read as not admitted for
-    // good, while the brick held it admitted (README "Several replicas").
+    // good, while the brick held it admitted (docs/deploying.md "Several replicas").
     assert!(settled, "a claimed use without a token-admitted record after 60 s (see unfinished: lines)");
     assert!(admitted.len() <= TOKENS);
 }

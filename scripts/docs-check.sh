@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Runs every shell block the documentation marks runnable (a fence opened
+# with ```sh runnable) in README.md and docs/*.md, against a fresh build:
+# each file's blocks in order, in a new empty directory of their own, with
+# `janus-registration` on the PATH, under `set -euo pipefail`. Blocks that
+# need an engine or a cluster (docker, kubectl, systemctl) are not marked:
+# scripts/container-check.sh, kube-check.sh and systemd-check.sh run what
+# they show.
+#
+#   scripts/docs-check.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cargo build --locked -q
+bin_dir=$(mktemp -d)
+ln -s "$PWD/target/debug/janus-registration" "$bin_dir/janus-registration"
+status=0
+checked=0
+for doc in README.md docs/*.md; do
+  blocks=$(mktemp -d)
+  python3 - "$doc" "$blocks" <<'PY'
+import sys
+doc, out = sys.argv[1], sys.argv[2]
+n, block = 0, None
+for line in open(doc):
+    if block is None and line.strip() == "```sh runnable":
+        block = []
+    elif block is not None and line.strip() == "```":
+        n += 1
+        with open(f"{out}/{n:03d}.sh", "w") as f:
+            f.write("".join(block))
+        block = None
+    elif block is not None:
+        block.append(line)
+if block is not None:
+    sys.exit(f"{doc}: a runnable block is not closed")
+PY
+  work=$(mktemp -d)
+  for block in "$blocks"/*.sh; do
+    [ -e "$block" ] || continue
+    checked=$((checked + 1))
+    if (cd "$work" && PATH="$bin_dir:$PATH" bash -euo pipefail "$block") >"$work/.out" 2>&1; then
+      echo "docs-check: ok   $doc block $(basename "$block" .sh)"
+    else
+      echo "docs-check: FAIL $doc block $(basename "$block" .sh):"
+      sed 's/^/    /' "$block"
+      echo "  output:"
+      tail -20 "$work/.out" | sed 's/^/    /'
+      status=1
+    fi
+  done
+  # A block that started a server and failed before stopping it.
+  for pid in $(pgrep -f janus-registration 2>/dev/null || true); do
+    [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$work" ] && kill "$pid" 2>/dev/null || true
+  done
+  rm -rf "$work" "$blocks"
+done
+rm -rf "$bin_dir"
+[ "$checked" -gt 0 ] || { echo "docs-check: FAILED: no runnable block found"; exit 1; }
+[ "$status" = 0 ] && echo "docs-check: OK ($checked runnable blocks)"
+exit "$status"
