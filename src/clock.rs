@@ -44,7 +44,12 @@ pub fn go_duration(d: Duration) -> String {
     }
     let (h, m, s) = (total / 3600, (total % 3600) / 60, total % 60);
     let frac = d.subsec_millis();
-    let secs = if frac == 0 { format!("{s}s") } else { format!("{s}.{frac:03}s").replace("0s", "s") };
+    // Go prints the fraction without trailing zeros: 1.1s, 1.25s, 1.005s.
+    let secs = if frac == 0 {
+        format!("{s}s")
+    } else {
+        format!("{s}.{}s", format!("{frac:03}").trim_end_matches('0'))
+    };
     match (h, m) {
         (0, 0) => secs,
         (0, m) => format!("{m}m{secs}"),
@@ -99,5 +104,8 @@ mod tests {
         assert_eq!(go_duration(Duration::from_secs(3600)), "1h0m0s");
         assert_eq!(go_duration(Duration::from_secs(80)), "1m20s");
         assert_eq!(go_duration(Duration::from_millis(250)), "250ms");
+        assert_eq!(go_duration(Duration::from_millis(1100)), "1.1s");
+        assert_eq!(go_duration(Duration::from_millis(1250)), "1.25s");
+        assert_eq!(go_duration(Duration::from_millis(61_005)), "1m1.005s");
     }
 }

@@ -365,7 +365,7 @@ fn audit(store: &Store, event: &str, fields: serde_json::Value) -> Result<()> {
 
 /// One audit event for people: time, event, then the other fields as
 /// `key=value`, every value escaped.
-fn event_line(event: &serde_json::Value) -> String {
+pub fn event_line(event: &serde_json::Value) -> String {
     let at = event["at"].as_str().unwrap_or("-");
     let kind = event["event"].as_str().unwrap_or("-");
     let mut line = format!("{}  {:<16}", escape(at), escape(kind));

@@ -281,6 +281,18 @@ fn request_bytes(address: &str, request: &Request<'_>) -> Vec<u8> {
     bytes
 }
 
+/// What the agent makes of `bytes` as the whole of an answer (for tests and
+/// fuzzing): [`read_answer`] over bytes that are all there, polled once (a
+/// slice never makes a reader wait).
+pub fn parse_answer(bytes: &[u8]) -> Result<Answer, HttpError> {
+    let mut stream = bytes;
+    let mut reading = std::pin::pin!(read_answer(&mut stream, "https://fuzz/"));
+    match reading.as_mut().poll(&mut std::task::Context::from_waker(std::task::Waker::noop())) {
+        std::task::Poll::Ready(answer) => answer,
+        std::task::Poll::Pending => unreachable!("a byte slice is always ready"),
+    }
+}
+
 /// Reads one answer as Go's transport does: any framing (`Content-Length`,
 /// chunked, or up to the close), interim 1xx heads skipped, a gzip body
 /// decoded (janusd asked for it) with `Content-Encoding` and

@@ -185,8 +185,16 @@ where
         .collect();
     let mut samples: Vec<Option<Sample>> = (0..count).map(|_| None).collect();
     for worker in workers {
-        for (i, sample) in worker.await.unwrap_or_default() {
-            samples[i] = Some(sample);
+        match worker.await {
+            Ok(done) => {
+                for (i, sample) in done {
+                    samples[i] = Some(sample);
+                }
+            }
+            // Its requests count as missing; the report must say why.
+            Err(e) => {
+                tracing::error!(cause = %e, "a swarm worker failed; its requests are missing from the report")
+            }
         }
     }
     let seconds = started.elapsed().as_secs_f64();

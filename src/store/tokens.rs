@@ -724,17 +724,30 @@ fn read_meta_at(path: &Path) -> io::Result<BTreeMap<String, TokenMeta>> {
 /// The usable words of a tokens file with their byte offsets: a leading BOM
 /// skipped, comment lines (first non-blank `#`) skipped, words that are not
 /// UTF-8 left out.
-fn parse(bytes: &[u8]) -> Vec<(&str, u64)> {
+pub fn parse(bytes: &[u8]) -> Vec<(&str, u64)> {
     let start = if bytes.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
     let mut words = Vec::new();
     let mut line_start = start;
     for line in bytes[start..].split(|&b| b == b'\n') {
-        let first = line.iter().find(|b| !b.is_ascii_whitespace());
+        let first = line.iter().find(|&&b| !is_separator_byte(b));
         if first != Some(&b'#') {
             let mut at = 0;
-            for word in line.split(|b| b.is_ascii_whitespace()) {
+            for word in line.split(|&b| is_separator_byte(b)) {
                 if let (false, Ok(text)) = (word.is_empty(), std::str::from_utf8(word)) {
-                    words.push((text, (line_start + at) as u64));
+                    // Non-ASCII white space splits too (U+00A0, U+2028, …).
+                    let base = line_start + at;
+                    let mut from = 0;
+                    for (i, c) in text.char_indices() {
+                        if is_separator(c) {
+                            if i > from {
+                                words.push((&text[from..i], (base + from) as u64));
+                            }
+                            from = i + c.len_utf8();
+                        }
+                    }
+                    if from < text.len() {
+                        words.push((&text[from..], (base + from) as u64));
+                    }
                 }
                 at += word.len() + 1;
             }
@@ -742,6 +755,18 @@ fn parse(bytes: &[u8]) -> Vec<(&str, u64)> {
         line_start += line.len() + 1;
     }
     words
+}
+
+/// What separates tokens: what the reference's `str.split()` takes for
+/// white space (Unicode's, and the ASCII separators U+001C–U+001F).
+pub fn is_separator(c: char) -> bool {
+    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
+}
+
+/// [`is_separator`] for the ASCII bytes (vertical tab included, which
+/// `u8::is_ascii_whitespace` leaves out).
+fn is_separator_byte(b: u8) -> bool {
+    b.is_ascii() && is_separator(b as char)
 }
 
 fn ends_with_newline(path: &Path) -> io::Result<bool> {
@@ -810,6 +835,19 @@ mod tests {
         tokens.add(&["new".into()], &TokenMeta::default()).unwrap();
         assert_eq!(fs::read_to_string(&path).unwrap(), "# list\nkeep      \n     \nnew\n");
         assert!(matches!(tokens.offer("new").unwrap(), Offer::Valid { .. }));
+    }
+
+    #[test]
+    fn tokens_split_where_the_reference_splits_them() {
+        // Found by the tokens_file fuzz target: a vertical tab is white space
+        // to Python's str.split(), which the reference reads `tokens` with.
+        let text = "one\x0btwo\x0cthree\x1cfour\u{a0}five\u{2028}six seven\n";
+        let words: Vec<&str> = parse(text.as_bytes()).into_iter().map(|(w, _)| w).collect();
+        assert_eq!(words, ["one", "two", "three", "four", "five", "six", "seven"]);
+        for (word, offset) in parse(text.as_bytes()) {
+            assert_eq!(&text.as_bytes()[offset as usize..offset as usize + word.len()], word.as_bytes());
+        }
+        assert!(parse(b"\x00\x0b\x00\x0a").iter().all(|(w, _)| !w.contains('\x0b')));
     }
 
     #[test]

@@ -304,7 +304,7 @@ async fn the_agent_works_against_the_reference_endpoint() {
     let python =
         std::process::Command::new("python3").arg("--version").output().is_ok_and(|o| o.status.success());
     if !reference.exists() || !python {
-        eprintln!("SKIPPED: python3 or {} is missing", reference.display());
+        skipped(&format!("python3 or {} is missing", reference.display()));
         return;
     }
     let fx = Fixture::new();

@@ -210,7 +210,7 @@ async fn expiry_never_deletes_an_approval_made_while_it_runs() {
 /// said) where mounting is refused.
 fn on_a_small_disk(fx: &Fixture) -> Option<(Tmpfs, Process)> {
     let Some(mount) = Tmpfs::mount(&fx.state(), "2m") else {
-        eprintln!("SKIPPED: mount -t tmpfs is refused here");
+        skipped("mount -t tmpfs is refused here");
         return None;
     };
     Some((mount, Process::start(&fx.serve_args())))
@@ -232,7 +232,7 @@ async fn a_full_disk_never_tears_the_audit_trail() {
     // in part, then refused (ENOSPC).
     let audit = fx.state().join("audit");
     let Some(_mount) = Tmpfs::mount(&audit, "256k") else {
-        eprintln!("SKIPPED: mount -t tmpfs is refused here");
+        skipped("mount -t tmpfs is refused here");
         return;
     };
     let server = Process::start(&fx.serve_args());
@@ -287,7 +287,7 @@ async fn healthz_says_when_an_admin_command_as_root_left_audit_unwritable() {
         .status()
         .is_ok_and(|s| s.success());
     if !runs_as_nobody {
-        eprintln!("SKIPPED: cannot run the server as another user here (setpriv, needs root)");
+        skipped("cannot run the server as another user here (setpriv, needs root)");
         return;
     }
     // The server runs as its own user (nobody here), owning its state and

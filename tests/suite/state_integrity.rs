@@ -471,7 +471,7 @@ async fn a_planted_link_is_never_written_through() {
 async fn a_full_disk_spends_no_token_and_the_retry_admits() {
     let fx = Fixture::new();
     let Some(_mount) = Tmpfs::mount(&fx.state(), "1m") else {
-        eprintln!("SKIPPED: mount -t tmpfs is refused here");
+        skipped("mount -t tmpfs is refused here");
         return;
     };
     fx.write_tokens("full-disk-0001-long\n");

@@ -518,3 +518,17 @@ impl Drop for Tmpfs {
         let _ = std::process::Command::new("umount").arg("-l").arg(&self.0).status();
     }
 }
+
+/// Says a test could not run here, and why: on its output and, when CI asks
+/// for it (`JANUS_TEST_SKIPS` names a file), in that file, which `.ci/run`
+/// prints as a summary: no skip passes silently.
+pub fn skipped(reason: &str) {
+    let test = std::thread::current().name().unwrap_or("a test").to_string();
+    eprintln!("SKIPPED: {test}: {reason}");
+    if let Some(path) = std::env::var_os("JANUS_TEST_SKIPS") {
+        use std::io::Write;
+        if let Ok(mut file) = std::fs::OpenOptions::new().create(true).append(true).open(path) {
+            let _ = writeln!(file, "{test}: {reason}");
+        }
+    }
+}
