@@ -82,7 +82,7 @@ async fn a_stalled_replica_never_undoes_an_admission_another_finished() {
     assert!(approval.exists(), "the approval stays");
     let markers = fs::read_dir(&ledger)
         .unwrap()
-        .filter(|e| !e.as_ref().unwrap().file_name().to_string_lossy().contains(".ca-"));
+        .filter(|e| is_use_marker(&e.as_ref().unwrap().file_name().to_string_lossy()));
     assert_eq!(markers.count(), 1, "the use stays spent");
     let client = node_client(&fx, b.addr);
     assert_eq!(get(&client, &format!("/register/{id}"), Some(&first_secret)).await.status, 200);

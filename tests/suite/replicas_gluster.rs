@@ -87,7 +87,7 @@ async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
     }
     // Mid-burst: SIGKILL one replica on the first mount, then start it again.
     let state = state_one.clone();
-    let claimed = move || std::fs::read_dir(state.join("token-uses")).map(|d| d.count()).unwrap_or(0);
+    let claimed = move || claimed_uses(&state);
     assert!(wait_for(Duration::from_secs(60), || claimed() >= TOKENS / 3));
     b.kill();
     let b_again = Process::start(&replica_args(&fx, &state_one));
@@ -123,6 +123,9 @@ async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
             .map(|r| r["id"].as_str().unwrap_or("").to_string())
             .collect();
         for entry in std::fs::read_dir(state_one.join("token-uses")).unwrap().flatten() {
+            if !is_use_marker(&entry.file_name().to_string_lossy()) {
+                continue;
+            }
             let holder: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(entry.path()).unwrap_or_default()).unwrap_or_default();
             let id = holder["id"].as_str().unwrap_or("").to_string();
@@ -212,9 +215,10 @@ async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
     assert!(admitted.len() <= TOKENS);
 }
 
-/// Uses recorded in the ledger for nodes (not revocations, not temp files).
+/// Uses recorded in the ledger for nodes (not revocations, not temp files,
+/// not the index by CA).
 fn claimed_uses(state: &Path) -> usize {
     std::fs::read_dir(state.join("token-uses"))
-        .map(|d| d.flatten().filter(|e| !e.file_name().to_string_lossy().starts_with('.')).count())
+        .map(|d| d.flatten().filter(|e| is_use_marker(&e.file_name().to_string_lossy())).count())
         .unwrap_or(0)
 }

@@ -22,8 +22,8 @@ fn whole_admissions(state: &Path) -> Result<usize, String> {
     let trail = audit_trail(state);
     let mut holders = HashSet::new();
     for entry in fs::read_dir(state.join(LEDGER_DIR)).into_iter().flatten().flatten() {
-        if entry.file_name().to_string_lossy().starts_with('.') {
-            continue; // a claim's temp file, left by a kill before its link
+        if !is_use_marker(&entry.file_name().to_string_lossy()) {
+            continue; // a claim's temp file, left by a kill before its link; the index by CA
         }
         // A marker is a link to the holder's record as it was when claimed.
         let holder: serde_json::Value =

@@ -532,3 +532,9 @@ pub fn skipped(reason: &str) {
         }
     }
 }
+
+/// Whether a name in `token-uses/` is a use's marker (`<mac>-<n>`), not a
+/// temp file nor the index by CA (`<mac>.ca-<sha256>`).
+pub fn is_use_marker(name: &str) -> bool {
+    !name.starts_with('.') && !name.contains(".ca-")
+}
