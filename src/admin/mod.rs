@@ -375,7 +375,7 @@ pub fn event_line(event: &serde_json::Value) -> String {
                 serde_json::Value::String(s) => s.clone(),
                 other => other.to_string(),
             };
-            let _ = write!(line, " {key}={}", escape(&value));
+            let _ = write!(line, " {}={}", escape(key), escape(&value));
         }
     }
     line
@@ -413,6 +413,17 @@ pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: boo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_audit_lines_keys_are_escaped_too() {
+        // Found by the audit_line fuzz target: a key with DEL in it, from an
+        // audit file someone else wrote, reached the terminal raw.
+        let event: serde_json::Value = serde_json::from_slice(b"\n{\"\x7fvevv\"\n:{}}").unwrap();
+        let shown = event_line(&event);
+        assert!(!shown.contains('\u{7f}') && shown.contains("\\x7fvevv="), "{shown:?}");
+        let event = serde_json::json!({"at": "t", "event": "e", "k\u{1b}[2J\u{2028}": "v"});
+        assert!(!event_line(&event).chars().any(|c| c == '\u{1b}' || c == '\u{2028}'));
+    }
 
     #[test]
     fn the_last_console_line_wins() {
