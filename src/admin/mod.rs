@@ -388,13 +388,15 @@ pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: boo
     use std::io::Write;
     let store = open_to_read(state)?;
     let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
-    let mut printed = std::collections::HashSet::new();
+    // Offsets per file, not the lines printed: memory stays flat however
+    // long it follows.
+    let mut read_up_to = std::collections::HashMap::new();
     loop {
-        let events = store.audit.events()?;
+        let events = store.audit.follow(&mut read_up_to)?;
         let mut out = std::io::stdout().lock();
         for event in events {
             let at = event["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0);
-            if from.is_some_and(|from| at < from) || !printed.insert(event.to_string()) {
+            if from.is_some_and(|from| at < from) {
                 continue;
             }
             let line = if json { terminal::json_text(&event) } else { event_line(&event) };

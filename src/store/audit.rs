@@ -63,7 +63,9 @@ impl Audit {
         self.events_matching(|_| true)
     }
 
-    fn events_matching(&self, keep: impl Fn(&str) -> bool) -> io::Result<Vec<Value>> {
+    /// Every file of the trail: `audit.jsonl` as earlier versions wrote
+    /// it, then each writer's file.
+    fn sources(&self) -> io::Result<Vec<PathBuf>> {
         let mut sources = vec![self.dir.parent().unwrap_or(Path::new(".")).join(LEGACY_AUDIT_FILE)];
         match std::fs::read_dir(&self.dir) {
             Ok(entries) => {
@@ -78,8 +80,50 @@ impl Audit {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(with_path(e, &self.dir)),
         }
+        Ok(sources)
+    }
+
+    /// The events appended since the last call (all of them at the first),
+    /// in time order: `audit --follow` reads only what each file gained,
+    /// from where it stopped, and remembers offsets, not lines. A file
+    /// replaced or cut short is read again from its start.
+    pub fn follow(
+        &self,
+        read_up_to: &mut std::collections::HashMap<PathBuf, (u64, u64)>,
+    ) -> io::Result<Vec<Value>> {
+        use std::io::{Read, Seek};
+        use std::os::unix::fs::MetadataExt;
         let mut events = Vec::new();
-        for source in sources {
+        for source in self.sources()? {
+            let mut file = match std::fs::File::open(&source) {
+                Ok(file) => file,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
+                Err(e) => return Err(with_path(e, &source)),
+            };
+            let meta = file.metadata().map_err(|e| with_path(e, &source))?;
+            let (inode, mut from) = read_up_to.get(&source).copied().unwrap_or((meta.ino(), 0));
+            if inode != meta.ino() || meta.len() < from {
+                from = 0;
+            }
+            if meta.len() == from {
+                continue;
+            }
+            file.seek(io::SeekFrom::Start(from)).map_err(|e| with_path(e, &source))?;
+            let mut bytes = Vec::new();
+            file.read_to_end(&mut bytes).map_err(|e| with_path(e, &source))?;
+            // Only whole lines: a line being appended is read next time.
+            let whole = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |at| at + 1);
+            let text = String::from_utf8_lossy(&bytes[..whole]);
+            events.extend(text.lines().filter_map(|l| serde_json::from_str::<Value>(l).ok()));
+            read_up_to.insert(source, (meta.ino(), from + whole as u64));
+        }
+        events.sort_by_cached_key(|e| e["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0));
+        Ok(events)
+    }
+
+    fn events_matching(&self, keep: impl Fn(&str) -> bool) -> io::Result<Vec<Value>> {
+        let mut events = Vec::new();
+        for source in self.sources()? {
             let text = match crate::durable::read_fresh(&source) {
                 Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
                 Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
