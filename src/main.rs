@@ -25,6 +25,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// What an admin command says without a state directory.
+const STATE_REQUIRED: &str = "--state (or JANUS_REGISTRATION_STATE) is required: the state directory serve uses, e.g. --state /var/lib/janus-registration";
+
 /// Any command's failure, as one message; context is added here, at the edge.
 type Failure = Box<dyn std::error::Error>;
 
@@ -45,7 +48,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             None => Ok(ExitCode::from(runtime()?.block_on(agent::run_command(&command.args.to_agent()))?)),
         },
         Command::Nodes(args) => {
-            let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
+            let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
             let out = admin::nodes(state, &args.command.to_admin())?;
             // A streamed listing has printed itself already.
             if !out.is_empty() {
@@ -54,12 +57,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tokens(args) => {
-            let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
+            let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
             print(&admin::tokens(state, &args.command.to_admin())?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit(args) => {
-            let state = args.state.as_deref().ok_or("--state (or JANUS_REGISTRATION_STATE) is required")?;
+            let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
             admin::audit_trail(state, args.since, args.follow, args.json)?;
             Ok(ExitCode::SUCCESS)
         }

@@ -211,7 +211,11 @@ pub fn normalize_fingerprint(s: &str) -> Result<String> {
     if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
         Ok(hex)
     } else {
-        Err(AdminError::Usage(format!("{s:?} is not a SHA-256 fingerprint (64 hex digits)")))
+        Err(AdminError::Usage(format!(
+            "{:?} is not a SHA-256 fingerprint: --expect-ca-sha256 and --ca-sha256 take the 64 hex digits the \
+             node's console prints after `SHA-256` (colons and upper case are fine), e.g. --expect-ca-sha256 2bcdf132…",
+            escape(s)
+        )))
     }
 }
 

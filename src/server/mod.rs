@@ -271,6 +271,13 @@ impl App {
             }
         }
         self.pending.set(pending);
+        for id in self.store.expire_rejected_duplicates(now, max_age)? {
+            self.store.audit.record(
+                "forgotten",
+                serde_json::json!({"id": id.as_str(), "by": "expiry", "reason": "a rejected CA's announcement older than the limit"}),
+            )?;
+            tracing::info!(node = %id, "forgot a rejected CA's announcement past the age limit");
+        }
         self.store.tokens.sweep(&self.store.audit)?;
         Ok(())
     }

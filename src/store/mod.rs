@@ -630,6 +630,52 @@ impl Store {
         }))
     }
 
+    /// Forgets each rejected CA's latest announcement once it is older than
+    /// `max_age` seconds (the pending age limit): a rejected CA's records
+    /// expire as pending ones do. Looked at again right before: only a
+    /// record the server rejected for its CA, still that CA's latest. The
+    /// ids forgotten, for the caller to audit.
+    pub fn expire_rejected_duplicates(&self, now: i64, max_age: i64) -> io::Result<Vec<NodeId>> {
+        let mut forgotten = Vec::new();
+        let mut cas = Vec::new();
+        self.each_name("rejected-cas", |name| {
+            if is_sha256_hex(name) {
+                cas.push(name.to_string());
+            }
+        })?;
+        for ca in cas {
+            let path = self.dir.join("rejected-cas").join(&ca);
+            let Some(mut note) = durable::read_fresh(&path)
+                .ok()
+                .and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok())
+            else {
+                continue;
+            };
+            let Some(latest) = note.get("latest").and_then(Value::as_str).and_then(NodeId::parse) else {
+                continue;
+            };
+            let Some(record) = self.read_record(&latest)? else { continue };
+            let rfc3339 = &time::format_description::well_known::Rfc3339;
+            let announced = record
+                .announced_at
+                .as_deref()
+                .and_then(|t| time::OffsetDateTime::parse(t, rfc3339).ok())
+                .map(|t| t.unix_timestamp());
+            let by_ca = self.rejection(&latest).is_some_and(|r| r.by == BY_REJECTED_CA);
+            if !by_ca
+                || announced.is_none_or(|t| now - t <= max_age)
+                || self.ca_rejected_as(&ca).as_ref() == Some(&latest)
+            {
+                continue;
+            }
+            note.remove("latest");
+            self.write_file(&path, &serde_json::to_vec(&note).map_err(io::Error::other)?)?;
+            self.forget(&latest)?;
+            forgotten.push(latest);
+        }
+        Ok(forgotten)
+    }
+
     /// Whether an announcement of the rejected CA `ca_sha256` starts a new
     /// burst (its first in [`REJECTED_BURST`]): only those are audited.
     fn first_of_burst(&self, ca_sha256: &str) -> bool {

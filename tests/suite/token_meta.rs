@@ -181,3 +181,39 @@ async fn a_rejected_ca_announcing_in_a_loop_holds_two_records_at_most() {
     let (ok, out, err) = admin(&fx.state(), &["nodes", "approve", &last, "--unchecked", "--force"]);
     assert!(ok, "{out} {err}");
 }
+
+#[tokio::test]
+async fn a_rejected_cas_latest_announcement_expires_as_pending_ones_do() {
+    let fx = Fixture::new();
+    let mut args = fx.serve_args();
+    args.extend(["--pending-max-age".into(), "2s".into(), "--maintenance-every".into(), "100ms".into()]);
+    let server = Process::start(&args);
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (first, _, _) = announce(&client, "edge", &ca, "").await;
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "reject", &first]);
+    assert!(ok, "{err}");
+    let (duplicate, _, _) = announce(&client, "edge", &ca, "").await;
+    let gone = || !fx.state().join("nodes").join(format!("{duplicate}.json")).exists();
+    assert!(wait_for(Duration::from_secs(20), gone), "the duplicate expires: {}", server.log());
+    assert!(fx.state().join("nodes").join(format!("{first}.json")).exists(), "the rejected record stays");
+    let (_, _, status) = announce(&client, "edge", &ca, "").await;
+    assert_eq!(status, 201);
+    let (ok, list, _) = admin(&fx.state(), &["nodes", "list", "--rejected"]);
+    assert!(ok && list.contains(&first), "the CA stays rejected: {list}");
+}
+
+#[test]
+fn read_only_admin_commands_create_nothing() {
+    let fx = Fixture::new();
+    let server = Process::start(&fx.serve_args());
+    drop(server);
+    fs::remove_dir_all(fx.state().join("audit")).unwrap();
+    let before = files_below(&fx.state());
+    for args in [&["nodes", "list"][..], &["nodes", "list", "--pending"][..], &["audit"][..]] {
+        let (ok, _, err) = admin(&fx.state(), args);
+        assert!(ok, "{args:?}: {err}");
+    }
+    assert!(!fx.state().join("audit").exists(), "audit/ is not made again by a command that only reads");
+    assert_eq!(files_below(&fx.state()), before);
+}
