@@ -222,3 +222,48 @@ fn claimed_uses(state: &Path) -> usize {
         .map(|d| d.flatten().filter(|e| is_use_marker(&e.file_name().to_string_lossy())).count())
         .unwrap_or(0)
 }
+
+#[test]
+#[ignore = "needs two GlusterFS mounts: scripts/replicas-on-gluster.sh sets them up and runs it"]
+fn tokens_added_through_one_mount_keep_their_metadata_while_a_replica_on_the_other_sweeps() {
+    let mounts = std::env::var("JANUS_GLUSTER_MOUNTS").expect("JANUS_GLUSTER_MOUNTS names the two mounts");
+    let (one, two) = mounts.split_once(':').expect("JANUS_GLUSTER_MOUNTS=/mount/one:/mount/two");
+    let name = format!("meta-{}", std::process::id());
+    let (state_one, state_two) = (PathBuf::from(one).join(&name), PathBuf::from(two).join(&name));
+    std::fs::create_dir_all(state_one.join("nodes")).unwrap();
+    std::fs::set_permissions(&state_one, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    std::fs::write(state_one.join("tokens"), "").unwrap();
+    let fx = Fixture::new();
+    let mut args = replica_args(&fx, &state_one);
+    args.extend(["--maintenance-every".into(), "100ms".into()]);
+    let sweeper = Process::start(&args);
+    // The admin works through the other mount, as on another host.
+    let added: Vec<String> = (0..40)
+        .map(|_| {
+            let (ok, out, err) = admin(&state_two, &["tokens", "add", "--uses", "2"]);
+            assert!(ok, "{err}");
+            out.trim().to_string()
+        })
+        .collect();
+    let passes = || sweeper.log().matches("state scanned").count();
+    let start = passes();
+    assert!(wait_for(Duration::from_secs(30), || passes() >= start + 5));
+    for state in [&state_one, &state_two] {
+        let meta: serde_json::Value = serde_json::from_slice(
+            &janus_registration::durable::read_fresh(&state.join("tokens.meta.json")).unwrap(),
+        )
+        .unwrap();
+        let kept = added
+            .iter()
+            .filter(|t| meta[janus_registration::pki::sha256_hex(t.as_bytes())]["uses"] == 2)
+            .count();
+        eprintln!(
+            "gluster: {kept} of {} tokens added through mount two keep their metadata, read through {}",
+            added.len(),
+            state.display()
+        );
+        assert_eq!(kept, added.len());
+    }
+    drop(sweeper);
+    let _ = std::fs::remove_dir_all(&state_one);
+}
