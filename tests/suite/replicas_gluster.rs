@@ -235,7 +235,8 @@ fn tokens_added_through_one_mount_keep_their_metadata_while_a_replica_on_the_oth
     std::fs::write(state_one.join("tokens"), "").unwrap();
     let fx = Fixture::new();
     let mut args = replica_args(&fx, &state_one);
-    args.extend(["--maintenance-every".into(), "100ms".into()]);
+    let at = args.iter().position(|a| a == "--maintenance-every").unwrap();
+    args[at + 1] = "100ms".into();
     let sweeper = Process::start(&args);
     // The admin works through the other mount, as on another host.
     let added: Vec<String> = (0..40)
@@ -248,21 +249,31 @@ fn tokens_added_through_one_mount_keep_their_metadata_while_a_replica_on_the_oth
     let passes = || sweeper.log().matches("state scanned").count();
     let start = passes();
     assert!(wait_for(Duration::from_secs(30), || passes() >= start + 5));
-    for state in [&state_one, &state_two] {
-        let meta: serde_json::Value = serde_json::from_slice(
-            &janus_registration::durable::read_fresh(&state.join("tokens.meta.json")).unwrap(),
-        )
-        .unwrap();
-        let kept = added
-            .iter()
-            .filter(|t| meta[janus_registration::pki::sha256_hex(t.as_bytes())]["uses"] == 2)
-            .count();
+    // The file server's own copy (the brick) is the truth; each mount's view
+    // is read too, waited for a while: a client may serve an older copy.
+    let brick = PathBuf::from(std::env::var("JANUS_GLUSTER_BRICK").expect("JANUS_GLUSTER_BRICK")).join(&name);
+    for state in [&brick, &state_two, &state_one] {
+        let kept = || {
+            let meta: serde_json::Value =
+                janus_registration::durable::read_fresh(&state.join("tokens.meta.json"))
+                    .ok()
+                    .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                    .unwrap_or_default();
+            added
+                .iter()
+                .filter(|t| meta[janus_registration::pki::sha256_hex(t.as_bytes())]["uses"] == 2)
+                .count()
+        };
+        let started = std::time::Instant::now();
+        wait_for(Duration::from_secs(10), || kept() == added.len());
+        let kept = kept();
         eprintln!(
-            "gluster: {kept} of {} tokens added through mount two keep their metadata, read through {}",
+            "gluster: {kept} of {} tokens added through mount two keep their metadata, read through {} (after {:.1} s)",
             added.len(),
-            state.display()
+            state.display(),
+            started.elapsed().as_secs_f64()
         );
-        assert_eq!(kept, added.len());
+        assert_eq!(kept, added.len(), "{}", state.display());
     }
     drop(sweeper);
     let _ = std::fs::remove_dir_all(&state_one);
