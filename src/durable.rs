@@ -245,8 +245,6 @@ pub fn remove_stale_temps(dir: &Path, older_than: std::time::Duration) -> usize 
     removed
 }
 
-/// ESTALE: a network filesystem's handle to a file another client replaced.
-const ESTALE: i32 = 116;
 /// How often a stale read is tried again (with a fresh open each time):
 /// the pauses add up to 1.6 s, past GlusterFS's default 1 s entry cache.
 const STALE_RETRIES: u32 = 8;
@@ -259,7 +257,11 @@ pub fn retry_stale<T>(mut attempt: impl FnMut() -> io::Result<T>) -> io::Result<
     let mut tries = 0;
     loop {
         match attempt() {
-            Err(e) if e.raw_os_error() == Some(ESTALE) && tries < STALE_RETRIES => {
+            // ESTALE: a network filesystem's handle to a file another client replaced.
+            Err(e)
+                if e.raw_os_error() == Some(rustix::io::Errno::STALE.raw_os_error())
+                    && tries < STALE_RETRIES =>
+            {
                 tries += 1;
                 std::thread::sleep(std::time::Duration::from_millis((5u64 << tries).min(500)));
             }

@@ -269,17 +269,26 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
         .await;
     let mut enrolled = Vec::new();
     let mut admitted_in_answer = 0;
+    // Approvals go through the store, as `nodes approve` makes them
+    // (durably, audited as the swarm's), not around it.
+    let approver = match &config.approve_in {
+        Some(state) => Some(crate::store::Store::open_existing(state).map_err(AgentError::file(state))?),
+        None => None,
+    };
     for (i, sample) in samples.into_iter().enumerate() {
         let Some(answer) = sample.and_then(|s| serde_json::from_slice::<AnnounceAnswer>(&s.body).ok()) else {
             continue;
         };
         admitted_in_answer += usize::from(answer.admitted);
-        if let Some(state) = &config.approve_in
+        if let Some(store) = &approver
             && !answer.admitted
             && let Some(id) = crate::store::NodeId::parse(&answer.id)
         {
-            let approval = state.join("approved").join(id.as_str());
-            std::fs::write(&approval, b"").map_err(AgentError::file(&approval))?;
+            store.approve(&id, "swarm", "swarm").map_err(AgentError::file(store.dir()))?;
+            store
+                .audit
+                .record("admitted", serde_json::json!({"id": id.as_str(), "by": "swarm", "user": "swarm"}))
+                .map_err(AgentError::file(store.dir()))?;
         }
         enrolled.push((answer.id, bodies[i].1.clone()));
     }

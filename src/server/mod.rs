@@ -236,7 +236,7 @@ impl App {
         let now = crate::store::tokens::now_unix();
         let max_age = self.limits.pending_max_age.as_secs() as i64;
         let mut pending = 0;
-        for crate::store::Pending { id, announced, token_claim, is_pending } in
+        for crate::store::Pending { id, announced, token_claim, awaits_admin } in
             self.store.pending(self.reconcile_every)?
         {
             // Only an admission no live process can still be finishing: two
@@ -247,7 +247,7 @@ impl App {
                 Some(claim) if settled_for >= RECOVERY_GRACE_SECS => self.store.recover(&id, &claim)?,
                 _ => false,
             };
-            if recovered || !is_pending {
+            if recovered || !awaits_admin {
                 continue;
             }
             if announced.is_some_and(|t| now - t > max_age) {
@@ -517,7 +517,14 @@ fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
     let reason = match accept::Refused::of(error) {
         Some(accept::Refused::Cap) => "connection_cap",
         Some(accept::Refused::SourceCap) => "source_cap",
-        None if !accepted && matches!(error.raw_os_error(), Some(23 | 24)) => "emfile",
+        None if !accepted
+            && error.raw_os_error().is_some_and(|code| {
+                code == rustix::io::Errno::MFILE.raw_os_error()
+                    || code == rustix::io::Errno::NFILE.raw_os_error()
+            }) =>
+        {
+            "emfile"
+        }
         None if !accepted => "accept",
         None => "tls",
     };
@@ -534,7 +541,8 @@ fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
 /// Runs [`App::maintain`] at once (not before serving: a large state must
 /// not delay startup) and then every `every`, off the async workers.
 async fn maintenance(app: Arc<App>, every: Duration) {
-    let mut first_logged = true;
+    // The first pass also removes crash leftovers, and is logged at INFO.
+    let mut first_pass_to_come = true;
     // The first tick is at once; a pass longer than `every` delays the
     // next one instead of running passes back to back.
     let mut ticks = tokio::time::interval(every);
@@ -543,7 +551,7 @@ async fn maintenance(app: Arc<App>, every: Duration) {
         ticks.tick().await;
         let app = app.clone();
         let started = std::time::Instant::now();
-        let leftovers = first_logged;
+        let leftovers = first_pass_to_come;
         let pass = move || {
             if leftovers {
                 app.store.remove_leftovers();
@@ -554,7 +562,7 @@ async fn maintenance(app: Arc<App>, every: Duration) {
             Ok(Ok(pending)) => {
                 let ms = started.elapsed().as_millis() as u64;
                 tracing::debug!(pending, ms, "state scanned");
-                if std::mem::take(&mut first_logged) {
+                if std::mem::take(&mut first_pass_to_come) {
                     tracing::info!(pending, ms, "state scanned: pending records counted");
                 }
             }

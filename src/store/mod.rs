@@ -89,7 +89,6 @@ pub use durable::write_atomic;
 pub use id::NodeId;
 pub use tokens::Tokens;
 
-/// `nodes/<id>.json`: the reference's fields first, then what an admin needs.
 /// Why the state cannot be relied on now (`/healthz` says it with a 503).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -143,7 +142,7 @@ pub struct Pending {
     /// False for a record that says admitted but has no approval yet, and
     /// for a claim (a token admission under way, or one a crash cut short,
     /// which recovery finishes).
-    pub is_pending: bool,
+    pub awaits_admin: bool,
 }
 
 /// The last listing of the record directories: when, their times then, what it found.
@@ -941,8 +940,8 @@ impl Store {
             });
             // Admitted by its record alone: a token admission between its
             // record and its approval (recovery finishes it), or the reference's.
-            let is_pending = !s.admitted && !is_claim;
-            pending.push(Pending { id, announced, token_claim: s.token_claim, is_pending });
+            let awaits_admin = !s.admitted && !is_claim;
+            pending.push(Pending { id, announced, token_claim: s.token_claim, awaits_admin });
         }
         Ok(pending)
     }
