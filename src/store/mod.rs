@@ -355,13 +355,6 @@ impl Store {
         }
     }
 
-    /// Opens `dir` as [`Store::open`] does, auditing as this server process.
-    pub fn open_for_server(dir: &Path) -> io::Result<Self> {
-        let store = Self::for_server(dir);
-        store.lay_out()?;
-        Ok(store)
-    }
-
     /// Makes the state directory and each subdirectory that is missing
     /// (someone removed them under a running server), logging each.
     pub fn ensure_layout(&self) -> io::Result<()> {
