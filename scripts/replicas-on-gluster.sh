@@ -10,9 +10,12 @@
 #
 #   scripts/replicas-on-gluster.sh            # default volume options (CI)
 #   scripts/replicas-on-gluster.sh --tuned    # every client cache off, to compare
+#   scripts/replicas-on-gluster.sh polls_and_health   # only the tests whose names contain this
+# The tests run one at a time: the latency test's figures are its own.
 set -euo pipefail
 tuned=""
-[ "${1:-}" = --tuned ] && tuned=1
+[ "${1:-}" = --tuned ] && { tuned=1; shift; }
+filter="${1:-}"
 cd "$(dirname "$0")/.."
 
 skip() { echo "replicas-on-gluster: SKIPPED: $*"; exit 0; }
@@ -63,5 +66,5 @@ gluster --mode=script volume start "$volume" >/dev/null || skip "volume start re
 mount -t glusterfs "${mount_options[@]}" "127.0.0.1:/$volume" "$root/m1" || skip "mount refused"
 mount -t glusterfs "${mount_options[@]}" "127.0.0.1:/$volume" "$root/m2" || skip "second mount refused"
 echo "replicas-on-gluster: volume $volume ($options) mounted at $root/m1 and $root/m2"
-JANUS_GLUSTER_MOUNTS="$root/m1:$root/m2" JANUS_GLUSTER_BRICK="$root/brick" JANUS_GLUSTER_VOLUME="$volume" cargo test --locked --test suite replicas_gluster:: -- --ignored --nocapture 2>&1 \
-  | grep -E -A2 "^gluster:|^unfinished:|^test |test result|panicked|assert" || { echo "replicas-on-gluster: FAILED"; exit 1; }
+JANUS_GLUSTER_MOUNTS="$root/m1:$root/m2" JANUS_GLUSTER_BRICK="$root/brick" JANUS_GLUSTER_VOLUME="$volume" cargo test --locked --test suite "replicas_gluster::$filter" -- --ignored --nocapture --test-threads=1 2>&1 \
+  | grep -E -A2 "^gluster:|^gluster latency:|^unfinished:|^test |test result|panicked|assert" || { echo "replicas-on-gluster: FAILED"; exit 1; }

@@ -278,3 +278,142 @@ fn tokens_added_through_one_mount_keep_their_metadata_while_a_replica_on_the_oth
     drop(sweeper);
     let _ = std::fs::remove_dir_all(&state_one);
 }
+
+/// The answer's status and how long it took, a new connection each time as a node makes.
+async fn timed_get(
+    client: &janus_registration::agent::http::Endpoint,
+    path: &str,
+    bearer: Option<&str>,
+) -> (u16, f64) {
+    let started = Instant::now();
+    let status = get(client, path, bearer).await.status;
+    (status, started.elapsed().as_secs_f64() * 1000.0)
+}
+
+fn percentile(samples: &mut [f64], p: f64) -> f64 {
+    samples.sort_by(|a, b| a.total_cmp(b));
+    samples
+        .get(((samples.len() as f64 * p) as usize).min(samples.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0.0)
+}
+
+/// What a replica on GlusterFS answers to polls and `/healthz` while a
+/// 64-in-flight token burst writes through it: the latencies are printed
+/// (`gluster latency:`), never asserted; every poll and probe must succeed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "needs two GlusterFS mounts: scripts/replicas-on-gluster.sh sets them up and runs it"]
+async fn polls_and_health_checks_during_a_token_burst_on_gluster() {
+    const BURST: usize = 960;
+    const POLLED: usize = 8;
+    let mounts = std::env::var("JANUS_GLUSTER_MOUNTS").expect("JANUS_GLUSTER_MOUNTS names the two mounts");
+    let one = mounts.split_once(':').expect("JANUS_GLUSTER_MOUNTS=/mount/one:/mount/two").0;
+    let state = PathBuf::from(one).join(format!("latency-{}", std::process::id()));
+    std::fs::create_dir_all(&state).unwrap();
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let tokens: Vec<String> =
+        (0..BURST + POLLED).map(|i| format!("latency-token-{i:04}-{:08x}", rand::random::<u32>())).collect();
+    std::fs::write(state.join("tokens"), tokens.join("\n") + "\n").unwrap();
+    let fx = Arc::new(Fixture::new());
+    let replica = Process::start(&replica_args(&fx, &state));
+    let addr = replica.addr;
+    let mut polled = Vec::new();
+    for (i, token) in tokens[..POLLED].iter().enumerate() {
+        let client = node_client(&fx, addr);
+        let ca = certs::mint_node_ca(&format!("polled-{i}")).unwrap();
+        let (id, secret, status) = announce(&client, "polled", &ca, token).await;
+        assert_eq!(status, 201);
+        polled.push((format!("/register/{id}"), secret));
+    }
+    let polled = Arc::new(polled);
+    let bodies: Vec<Vec<u8>> = tokens[POLLED..]
+        .iter()
+        .enumerate()
+        .map(|(i, token)| {
+            announcement("burst", &certs::mint_node_ca(&format!("burst-{i}")).unwrap(), token, &new_secret())
+        })
+        .collect();
+
+    // Probes: four loops of a poll then a health check, until told to stop.
+    let probe = |stop: Arc<std::sync::atomic::AtomicBool>| {
+        (0..4)
+            .map(|n| {
+                let (fx, polled, stop) = (fx.clone(), polled.clone(), stop.clone());
+                tokio::spawn(async move {
+                    let client = node_client(&fx, addr);
+                    let (mut polls, mut health) = (Vec::new(), Vec::new());
+                    let mut i = n;
+                    while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                        let (path, secret) = &polled[i % polled.len()];
+                        let (status, ms) = timed_get(&client, path, Some(secret)).await;
+                        assert_eq!(status, 200, "a poll of an admitted node");
+                        polls.push(ms);
+                        let (status, ms) = timed_get(&client, "/healthz", None).await;
+                        assert_eq!(status, 200, "/healthz");
+                        health.push(ms);
+                        i += 1;
+                    }
+                    (polls, health)
+                })
+            })
+            .collect::<Vec<_>>()
+    };
+    let gather = |probes: Vec<tokio::task::JoinHandle<(Vec<f64>, Vec<f64>)>>| async move {
+        let (mut polls, mut health) = (Vec::new(), Vec::new());
+        for probe in probes {
+            let (p, h) = probe.await.unwrap();
+            polls.extend(p);
+            health.extend(h);
+        }
+        (polls, health)
+    };
+
+    // Quiet: the same probes for 3 s with nothing else going on.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probes = probe(stop.clone());
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut quiet_polls, mut quiet_health) = gather(probes).await;
+
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let probes = probe(stop.clone());
+    let started = Instant::now();
+    let gate = Arc::new(tokio::sync::Semaphore::new(64));
+    let burst: Vec<_> = bodies
+        .into_iter()
+        .map(|body| {
+            let (fx, gate) = (fx.clone(), gate.clone());
+            tokio::spawn(async move {
+                let _slot = gate.acquire_owned().await.unwrap();
+                announce_to(&fx, addr, body).await
+            })
+        })
+        .collect();
+    let mut admitted = 0;
+    for task in burst {
+        admitted += usize::from(task.await.unwrap().1);
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (mut polls, mut health) = gather(probes).await;
+    println!(
+        "gluster latency: one replica, {BURST} token announcements at 64 in flight in {elapsed:.1} s ({:.0}/s, {admitted} admitted); \
+         polls n={} p50 {:.1} ms p99 {:.1} ms max {:.1} ms; /healthz n={} p50 {:.1} ms p99 {:.1} ms max {:.1} ms; \
+         quiet before: polls p99 {:.1} ms, /healthz p99 {:.1} ms",
+        BURST as f64 / elapsed,
+        polls.len(),
+        percentile(&mut polls, 0.5),
+        percentile(&mut polls, 0.99),
+        percentile(&mut polls, 1.0),
+        health.len(),
+        percentile(&mut health, 0.5),
+        percentile(&mut health, 0.99),
+        percentile(&mut health, 1.0),
+        percentile(&mut quiet_polls, 0.99),
+        percentile(&mut quiet_health, 0.99),
+    );
+    drop(replica);
+    std::fs::remove_dir_all(&state).ok();
+    assert_eq!(admitted, BURST, "every token in the burst admits its node");
+    assert!(!polls.is_empty() && !health.is_empty());
+}
