@@ -6,6 +6,14 @@ use std::time::Duration;
 use time::OffsetDateTime;
 use time::format_description::well_known::Rfc3339;
 
+/// Now, as Unix seconds.
+pub fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
 /// Now, RFC 3339, UTC, whole seconds.
 pub fn now_rfc3339() -> String {
     format(OffsetDateTime::now_utc())

@@ -247,7 +247,7 @@ mod tests {
     #[test]
     fn the_example_record_is_exactly_what_serve_writes() {
         let record: NodeRecord = serde_json::from_str(EXAMPLE_NODE).unwrap();
-        assert_eq!(record.id, EXAMPLE_NODE_ID);
+        assert_eq!(record.id.as_str(), EXAMPLE_NODE_ID);
         assert_eq!(serde_json::to_string_pretty(&record).unwrap(), EXAMPLE_NODE);
         assert_eq!(record.poll_secret_sha256, crate::pki::sha256_hex(EXAMPLE_POLL_SECRET.as_bytes()));
         let ca = crate::pki::NodeCa::check(&record.ca_cert_pem).unwrap();

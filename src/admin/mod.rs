@@ -19,8 +19,8 @@ mod tokens;
 pub use self::nodes::nodes;
 pub use self::tokens::tokens;
 
+use crate::clock::now_unix;
 use crate::pki;
-use crate::store::tokens::now_unix;
 use crate::store::{NodeId, NodeRecord, NodeState, Store};
 use crate::terminal::{self, escape};
 
@@ -180,12 +180,12 @@ pub struct NodeView {
 }
 
 fn view(store: &Store, record: &NodeRecord) -> NodeView {
-    let admitted_by = NodeId::parse(&record.id)
-        .and_then(|id| store.approval(&id))
+    let admitted_by = store
+        .approval(&record.id)
         .map(|a| if a.user.is_empty() { a.by } else { format!("{} ({})", a.by, a.user) })
         .or_else(|| record.admitted_by.clone());
     NodeView {
-        id: record.id.clone(),
+        id: record.id.to_string(),
         name: record.name.clone(),
         address: record.address.clone(),
         peer_address: record.peer_address.clone(),

@@ -10,9 +10,9 @@ use super::{
     AdminError, Among, Approval, CONSOLE_MARKER, ListFilter, NodeView, NodesCommand, Result, audit,
     ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open, open_to_read, view,
 };
+use crate::clock::now_unix;
 use crate::pki;
 use crate::store::audit::current_user;
-use crate::store::tokens::now_unix;
 use crate::store::{NodeId, NodeRecord, NodeState, Store};
 use crate::terminal::{self, escape, escape_lines};
 
@@ -227,17 +227,15 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
         }
         let mut out = String::new();
         for record in matching {
-            let id = NodeId::parse(&record.id).ok_or_else(|| {
-                AdminError::NotFound(format!("a record with a malformed id: {:?}", escape(&record.id)))
-            })?;
-            store.approve(&id, "command", &user)?;
+            let id = &record.id;
+            store.approve(id, "command", &user)?;
             let mut event =
                 json!({"id": record.id, "by": "command", "user": user, "checked_ca_sha256": want});
             if args.force && store.is_ca_rejected(&want) {
                 event["forced_over_rejected_ca"] = json!(true);
             }
             audit(store, "admitted", event)?;
-            let _ = writeln!(out, "approved {} ({})", escape(&record.id), escape(&record.name));
+            let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
         }
         return Ok(out.trim_end().to_string());
     }
@@ -321,9 +319,7 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
 
 /// Rejected at its announcement because its CA was, not by a command.
 fn rejected_for_ca_only(store: &Store, record: &NodeRecord) -> bool {
-    NodeId::parse(&record.id)
-        .and_then(|id| store.rejection(&id))
-        .is_some_and(|r| r.by == crate::store::BY_REJECTED_CA)
+    store.rejection(&record.id).is_some_and(|r| r.by == crate::store::BY_REJECTED_CA)
 }
 
 fn rejected_ca_refusal(ca: &str) -> String {

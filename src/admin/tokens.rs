@@ -6,8 +6,9 @@ use std::path::Path;
 use serde_json::json;
 
 use super::{AdminError, Result, TokensCommand, audit, open};
+use crate::clock::now_unix;
 use crate::store::audit::{current_user, token_fingerprint};
-use crate::store::tokens::{self, TokenMeta, now_unix};
+use crate::store::tokens::{self, TokenMeta};
 use crate::terminal::{self, escape};
 
 /// Runs a `tokens` subcommand; `Ok` is what to print.

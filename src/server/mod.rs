@@ -29,7 +29,8 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 
 use crate::pki::{Fleet, PkiError, ServedIdentity};
 use crate::protocol::Trust;
-use crate::store::{Store, Unhealthy};
+use crate::store::maintain::MaintenanceLimits;
+use crate::store::{AsyncStore, Store, Unhealthy};
 
 /// Where `serve` listens by default.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
@@ -37,9 +38,6 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Connections one source may hold open, by default.
 pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 64;
-/// How old an unfinished token admission must be before maintenance
-/// finishes it: far longer than any admission takes.
-const RECOVERY_GRACE_SECS: i64 = 30;
 /// The metrics listener's cap: a scraper or two, never the main listener's files.
 const METRICS_MAX_CONNECTIONS: usize = 16;
 /// Files the process keeps besides connections: state, logs, the admission
@@ -173,8 +171,8 @@ impl ServedTrust {
 
 /// What every request shares.
 pub struct App {
-    /// The state directory.
-    pub store: Arc<Store>,
+    /// The state directory, through its async face: no handler touches a file itself.
+    pub store: AsyncStore,
     trust: RwLock<Arc<ServedTrust>>,
     /// The limits in force.
     pub limits: limits::LimitsConfig,
@@ -191,9 +189,6 @@ pub struct App {
     body_timeout: Duration,
     /// Accepts failing for want of file descriptors are logged at most once a minute.
     emfile_logged: limits::LogThrottle,
-    /// The last state-directory check and when it was made: `/healthz` is
-    /// the benchmark's ceiling, so it must not cost a file write per request.
-    health: std::sync::Mutex<Option<(std::time::Instant, Result<(), Unhealthy>)>>,
 }
 
 impl App {
@@ -202,18 +197,9 @@ impl App {
         self.trust.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
-    /// Whether the state can be relied on ([`Store::check_health`]),
-    /// checked at most once a second.
-    pub fn state_health(&self) -> Result<(), Unhealthy> {
-        let mut last = self.health.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((at, result)) = last.as_ref()
-            && at.elapsed() < Duration::from_secs(1)
-        {
-            return result.clone();
-        }
-        let result = self.store.check_health();
-        *last = Some((std::time::Instant::now(), result.clone()));
-        result
+    /// Whether the state can be relied on ([`Store::check_health`]).
+    pub async fn state_health(&self) -> Result<(), Unhealthy> {
+        self.store.health().await
     }
 
     /// Serves `trust` from the next request on.
@@ -222,64 +208,12 @@ impl App {
         *self.trust.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(trust);
     }
 
-    /// Makes missing state directories again, finishes token admissions a
-    /// crash cut short, counts pending records, forgets those older than
-    /// the limit, and tidies the tokens file: the periodic work that keeps
-    /// the state whole and bounded.
-    pub fn maintain(&self) -> std::io::Result<()> {
-        // Under a layout this binary does not know, nothing is touched:
-        // requests get 503 until the marker names a known format again.
-        if self.store.check_format().is_err() {
-            return Ok(());
+    /// What bounds each maintenance pass.
+    pub fn maintenance_limits(&self) -> MaintenanceLimits {
+        MaintenanceLimits {
+            pending_max_age: self.limits.pending_max_age,
+            reconcile_every: self.reconcile_every,
         }
-        self.store.ensure_layout()?;
-        let now = crate::store::tokens::now_unix();
-        let max_age = self.limits.pending_max_age.as_secs() as i64;
-        let mut pending = 0;
-        for crate::store::Pending { id, announced, token_claim, awaits_admin } in
-            self.store.pending(self.reconcile_every)?
-        {
-            // Only an admission no live process can still be finishing: two
-            // replicas renaming the same record at once lost its name on
-            // GlusterFS, and a fresh approval may not be visible yet.
-            let settled_for = announced.map_or(i64::MAX, |t| now - t);
-            let recovered = match token_claim {
-                Some(claim) if settled_for >= RECOVERY_GRACE_SECS => self.store.recover(&id, &claim)?,
-                _ => false,
-            };
-            if recovered || !awaits_admin {
-                continue;
-            }
-            if announced.is_some_and(|t| now - t > max_age) {
-                // The event first: once the record is gone its poll says 404,
-                // and whoever sees that finds the reason in the trail (a crash
-                // in between repeats the event, which readers drop). Looked
-                // at again right before: an approval made since stands.
-                let forgotten = self.store.forget_expired(&id, || {
-                    self.store.audit.record(
-                        "forgotten",
-                        serde_json::json!({"id": id.as_str(), "by": "expiry", "reason": "pending longer than the limit"}),
-                    )
-                })?;
-                if forgotten {
-                    tracing::info!(node = %id, "forgot a pending node past the age limit");
-                } else {
-                    pending += 1;
-                }
-            } else {
-                pending += 1;
-            }
-        }
-        self.pending.set(pending);
-        for id in self.store.expire_rejected_duplicates(now, max_age)? {
-            self.store.audit.record(
-                "forgotten",
-                serde_json::json!({"id": id.as_str(), "by": "expiry", "reason": "a rejected CA's announcement older than the limit"}),
-            )?;
-            tracing::info!(node = %id, "forgot a rejected CA's announcement past the age limit");
-        }
-        self.store.tokens.sweep(&self.store.audit)?;
-        Ok(())
     }
 }
 
@@ -334,7 +268,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
     // Checked now, made once the port is bound (`Prepared::serve`): a port
     // in use leaves no state tree behind.
     Store::check_before_open(&config.state).map_err(StartupError::State)?;
-    let store = Arc::new(Store::for_server(&config.state).with_readmit_window(config.readmit_window));
+    let store = AsyncStore::new(Store::for_server(&config.state).with_readmit_window(config.readmit_window));
     tracing::info!(
         fleet_root_sha256 = %fleet.root_sha256,
         bundle_version = fleet.bundle_version,
@@ -354,7 +288,6 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         reconcile_every: config.reconcile_every,
         body_timeout: config.body_timeout,
         emfile_logged: Default::default(),
-        health: std::sync::Mutex::new(None),
     };
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);
     app.metrics.cert_not_after.set(identity.not_after);
@@ -406,6 +339,7 @@ impl Prepared {
         self.app
             .store
             .lay_out()
+            .await
             .map_err(|e| std::io::Error::new(e.kind(), format!("the state directory is not usable: {e}")))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
@@ -425,22 +359,7 @@ impl Prepared {
         if let Some(policy) = &self.app.policy {
             policy.start();
         }
-        let tidier = Arc::downgrade(&self.app.store);
-        std::thread::Builder::new().name("tokens-tidier".into()).spawn(move || {
-            while let Some(store) = tidier.upgrade() {
-                if store.format_refusal().is_some() {
-                    std::thread::sleep(Duration::from_millis(500));
-                    continue;
-                }
-                let turn =
-                    std::panic::AssertUnwindSafe(|| store.tokens.tidy_turn(Duration::from_millis(500)));
-                if std::panic::catch_unwind(turn).is_err() {
-                    tracing::error!(
-                        "the tokens tidier panicked; the next maintenance pass blanks what it left"
-                    );
-                }
-            }
-        })?;
+        let tidier = self.app.store.start_tidier()?;
         let background = vec![
             tokio::spawn(reload::run(self.app.clone(), self.cert.clone(), watched, self.config.reload_every)),
             tokio::spawn(maintenance(self.app.clone(), self.config.maintenance_every)),
@@ -487,7 +406,6 @@ impl Prepared {
             .max_buf_size(MAX_HEAD_BYTES)
             .header_read_timeout(Some(head_timeout));
         tracing::info!(listen = %local, "serving");
-        let store = self.app.store.clone();
         let app = self.app.clone();
         let served = server.serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>()).await;
         for task in background {
@@ -496,7 +414,8 @@ impl Prepared {
         if let Some(policy) = &app.policy {
             policy.stop();
         }
-        let _ = tokio::task::spawn_blocking(move || store.tokens.flush_tidy()).await;
+        // Stopped and flushed off the async workers: no spent token stays listed.
+        let _ = tokio::task::spawn_blocking(move || drop(tidier)).await;
         if let Some(metrics) = metrics_server {
             match metrics.await {
                 Ok(Err(e)) => tracing::error!(cause = %e, "the metrics listener failed"),
@@ -538,8 +457,8 @@ fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
     metrics::Metrics::outcome(&app.metrics.connection_failures, reason);
 }
 
-/// Runs [`App::maintain`] at once (not before serving: a large state must
-/// not delay startup) and then every `every`, off the async workers.
+/// Runs [`Store::maintain`] at once (not before serving: a large state
+/// must not delay startup) and then every `every`, on the blocking pool.
 async fn maintenance(app: Arc<App>, every: Duration) {
     // The first pass also removes crash leftovers, and is logged at INFO.
     let mut first_pass_to_come = true;
@@ -549,25 +468,19 @@ async fn maintenance(app: Arc<App>, every: Duration) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let app = app.clone();
         let started = std::time::Instant::now();
-        let leftovers = first_pass_to_come;
-        let pass = move || {
-            if leftovers {
-                app.store.remove_leftovers();
-            }
-            app.maintain().map(|()| app.pending.get())
-        };
-        match tokio::task::spawn_blocking(pass).await {
-            Ok(Ok(pending)) => {
+        match app.store.maintain(first_pass_to_come, app.maintenance_limits()).await {
+            Ok(report) => {
+                if !report.paused {
+                    app.pending.set(report.pending);
+                }
                 let ms = started.elapsed().as_millis() as u64;
-                tracing::debug!(pending, ms, "state scanned");
+                tracing::debug!(pending = report.pending, ms, "state scanned");
                 if std::mem::take(&mut first_pass_to_come) {
-                    tracing::info!(pending, ms, "state scanned: pending records counted");
+                    tracing::info!(pending = report.pending, ms, "state scanned: pending records counted");
                 }
             }
-            Ok(Err(e)) => tracing::error!(cause = %e, "state maintenance failed"),
-            Err(e) => tracing::error!(cause = %e, "state maintenance panicked"),
+            Err(e) => tracing::error!(cause = %e, "state maintenance failed"),
         }
     }
 }

@@ -19,11 +19,10 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde_json::json;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use crate::store::{NodeId, Store};
+use crate::store::{AsyncStore, NodeId};
 
 /// Announcements waiting for the admission command, at most, by default.
 pub const DEFAULT_QUEUE: usize = 256;
@@ -44,7 +43,7 @@ pub struct PolicyConfig {
 /// Runs the admission command on announcements that did not admit, bounded.
 pub struct Policy {
     config: PolicyConfig,
-    store: Arc<Store>,
+    store: AsyncStore,
     queue: mpsc::Sender<NodeId>,
     /// Taken by [`Policy::start`], which needs the runtime.
     waiting: Mutex<Option<mpsc::Receiver<NodeId>>>,
@@ -56,7 +55,7 @@ pub struct Policy {
 
 impl Policy {
     /// Starts the workers.
-    pub fn new(config: PolicyConfig, store: Arc<Store>) -> Self {
+    pub fn new(config: PolicyConfig, store: AsyncStore) -> Self {
         let (queue, waiting) = mpsc::channel(config.queue.max(1));
         Policy {
             config,
@@ -108,20 +107,15 @@ impl Policy {
     }
 }
 
-async fn decide_on(config: &PolicyConfig, store: &Arc<Store>, groups: &Arc<Mutex<HashSet<i32>>>, id: NodeId) {
-    let reading = store.clone();
-    let node = id.clone();
-    let record = match tokio::task::spawn_blocking(move || reading.read_record(&node)).await {
-        Ok(Ok(Some(record))) => record,
-        Ok(Ok(None)) => return, // forgotten meanwhile
-        Ok(Err(e)) => {
+async fn decide_on(config: &PolicyConfig, store: &AsyncStore, groups: &Arc<Mutex<HashSet<i32>>>, id: NodeId) {
+    // An admin may have decided first: then nothing is run.
+    let record = match store.undecided_record(id.clone()).await {
+        Ok(Some(record)) => record,
+        Ok(None) => return, // decided or forgotten meanwhile
+        Err(e) => {
             return tracing::warn!(node = %id, cause = %e, "the admission command's record is unreadable");
         }
-        Err(e) => return tracing::error!(cause = %e, "admission task failed"),
     };
-    if store.is_approved(&id) || store.is_rejected(&id) {
-        return; // an admin decided first
-    }
     let mut input = serde_json::to_value(&record).unwrap_or_default();
     if let Some(fields) = input.as_object_mut() {
         fields.remove("poll_secret_sha256");
@@ -130,19 +124,11 @@ async fn decide_on(config: &PolicyConfig, store: &Arc<Store>, groups: &Arc<Mutex
     match run(config, groups, &input).await {
         Ok(0) => {
             let program = config.command.display().to_string();
-            let store = store.clone();
-            let node = id.clone();
-            let approved = tokio::task::spawn_blocking(move || -> std::io::Result<()> {
-                store.approve(&node, "policy", &program)?;
-                store.audit.record("admitted", json!({"id": node.as_str(), "by": "policy", "user": program}))
-            })
-            .await;
-            match approved {
-                Ok(Ok(())) => tracing::info!(node = %id, "admitted by the admission command"),
-                Ok(Err(e)) => {
+            match store.admit_by_policy(id.clone(), program).await {
+                Ok(()) => tracing::info!(node = %id, "admitted by the admission command"),
+                Err(e) => {
                     tracing::error!(cause = %e, "admission command approved, but the approval could not be written")
                 }
-                Err(e) => tracing::error!(cause = %e, "admission task failed"),
             }
         }
         Ok(1) => tracing::info!(node = %id, "the admission command leaves the node pending"),

@@ -1,6 +1,7 @@
 //! The handlers: extract, validate (protocol), act on the state (store),
-//! answer (protocol types or [`ApiError`]). File work runs on the blocking
-//! pool, so a slow disk never stalls the async workers.
+//! answer (protocol types or [`ApiError`]). The state is reached only
+//! through [`crate::store::AsyncStore`], one hand-off to the blocking pool
+//! per request, so a slow disk never stalls the async workers.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -12,8 +13,6 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
-use subtle::ConstantTimeEq;
 
 use super::App;
 use super::error::ApiError;
@@ -21,6 +20,7 @@ use super::metrics::{Metrics, route_of};
 use crate::pki::sha256_hex;
 use crate::protocol::{AnnounceAnswer, Announcement, MAX_BODY};
 use crate::store::admission::Outcome;
+use crate::store::poll::PollAnswer;
 use crate::store::{NodeId, NodeRecord};
 
 /// `POST /register`: validates, stores, admits when a token allows, answers 201.
@@ -59,7 +59,7 @@ async fn announce_or_refuse(
     app.store.format_refusal().map_or(Ok(()), Err)?;
     app.limiter.check(peer.ip()).map_err(ApiError::TooMany)?;
     let body = read_body(&headers, body, app.body_timeout).await?;
-    let announcement = Announcement::parse(&body)?;
+    let mut announcement = Announcement::parse(&body)?;
     // Full: only an announcement a token admits gets in, with or without a
     // token (a made-up token must not be a way around the cap).
     let room = app.pending.get() < app.limits.max_pending;
@@ -73,27 +73,9 @@ async fn announce_or_refuse(
         return Err(full());
     }
     let trust = app.trust();
-    let blocking_app = app.clone();
-    let answer = tokio::task::spawn_blocking(move || admit_or_hold(&blocking_app, announcement, peer, room))
-        .await
-        .map_err(|e| ApiError::Internal(e.to_string()))??
-        .ok_or_else(full)?;
-    Ok((answer.admitted, AnnounceAnswer { trust: answer.admitted.then(|| trust.trust.clone()), ..answer }))
-}
-
-/// Stores the announcement and admits it when its token has a use left;
-/// [`crate::store::admission`] orders the writes so that a crash or a full
-/// disk leaves all of an admission or none of it. `None`: it did not admit
-/// and there is no `room` for one more pending record.
-fn admit_or_hold(
-    app: &App,
-    announcement: Announcement,
-    peer: SocketAddr,
-    room: bool,
-) -> Result<Option<AnnounceAnswer>, ApiError> {
-    let token = announcement.registration_token;
+    let token = std::mem::take(&mut announcement.registration_token);
     let record = NodeRecord {
-        id: NodeId::generate().to_string(),
+        id: NodeId::generate(),
         name: announcement.name,
         address: announcement.address,
         ca_cert_pem: announcement.ca_cert_pem,
@@ -106,9 +88,12 @@ fn admit_or_hold(
         token_claim: None,
         extra: Default::default(),
     };
-    let admission = app.store.announce(record, &token, app.trust().fleet.bundle_version, room)?;
+    // The whole admission in one hand-off to the blocking pool:
+    // [`crate::store::admission`] orders its writes so that a crash or a
+    // full disk leaves all of it or none.
+    let admission = app.store.announce(record, token, trust.fleet.bundle_version, room).await?;
     match admission.outcome {
-        Outcome::NoRoom => return Ok(None),
+        Outcome::NoRoom => return Err(full()),
         // The admission command decides on every announcement that did not
         // admit (no token, or a token that admitted nobody), but a rejected CA's.
         Outcome::Pending => {
@@ -122,7 +107,12 @@ fn admit_or_hold(
         Outcome::Admitted | Outcome::RejectedCa => {}
     }
     let admitted = admission.admitted();
-    Ok(Some(AnnounceAnswer { id: admission.id.to_string(), admitted, trust: None }))
+    let answer = AnnounceAnswer {
+        id: admission.id.to_string(),
+        admitted,
+        trust: admitted.then(|| trust.trust.clone()),
+    };
+    Ok((admitted, answer))
 }
 
 /// `GET /register/{id}`: with the poll secret, the node's state (and trust once admitted).
@@ -149,77 +139,28 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Re
         .get(header::AUTHORIZATION)
         .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
         .ok_or(ApiError::NotFound)?;
-    let presented = sha256_hex(secret);
-    // Reads only, inline: a stat and a 1 KiB read from the page cache cost
-    // less than a hand-off to the blocking pool (measured, docs/performance.md).
-    let record = app.store.read_record(&id)?.ok_or(ApiError::NotFound)?;
-    let matches: bool = presented.as_bytes().ct_eq(record.poll_secret_sha256.as_bytes()).into();
-    if !matches || app.store.poll_refused(&id) {
-        return Err(ApiError::NotFound);
-    }
-    // Two stats on the usual path; the approval's content is read only for
-    // the first delivery, which audits who approved.
-    let approved = if !app.store.is_approved(&id) {
-        false
-    } else if app.store.was_delivered(&id) {
-        true
-    } else if let Some(approval) = app.store.approval(&id) {
-        // The first delivery writes the audit trail: off the async workers.
-        let blocking_app = app.clone();
-        tokio::task::spawn_blocking(move || record_first_delivery(&blocking_app, &id, &record, &approval))
-            .await
-            .map_err(|e| ApiError::Internal(e.to_string()))??;
-        true
-    } else {
-        false
-    };
-    if !approved {
-        return Ok(StatusCode::ACCEPTED.into_response());
-    }
-    let trust = app.trust();
-    Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], trust.trust_json.clone())
-        .into_response())
-}
-
-/// Audits the first delivery of the trust to `id`, then marks it: a crash
-/// in between repeats the events at the next poll (readers drop repeats),
-/// never loses them.
-fn record_first_delivery(
-    app: &App,
-    id: &NodeId,
-    record: &NodeRecord,
-    approval: &crate::store::Approval,
-) -> Result<(), ApiError> {
-    let mut events = Vec::new();
-    // A `touch`ed approval has no event yet: the node learns it now. Over a
-    // rejected CA it wins (the admin acted on purpose), and says so.
-    if approval.by == "approval-file" {
-        let over_rejected_ca = app.store.is_rejected(id);
-        events.push((
-            "admitted",
-            json!({"id": record.id, "by": "approval-file", "user": approval.user, "over_rejected_ca": over_rejected_ca}),
-        ));
-    }
     let version = app.trust().fleet.bundle_version;
-    events.push(("trust_delivered", json!({"id": record.id, "bundle_version": version})));
-    app.store.audit.record_all(&events)?;
-    app.store.mark_delivered(id)?;
-    Ok(())
+    match app.store.poll(id, secret.to_vec(), version).await? {
+        PollAnswer::Unknown => Err(ApiError::NotFound),
+        PollAnswer::Pending => Ok(StatusCode::ACCEPTED.into_response()),
+        PollAnswer::Admitted => {
+            let trust = app.trust();
+            Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], trust.trust_json.clone())
+                .into_response())
+        }
+    }
 }
 
 /// 200 while the fleet is loaded and the state can be relied on: a durable
 /// write succeeds and the tokens files read and parse; else 503 and why.
 pub async fn healthz(State(app): State<Arc<App>>) -> Response {
-    let blocking_app = app.clone();
-    let health = tokio::task::spawn_blocking(move || blocking_app.state_health()).await;
-    match health {
-        Ok(Ok(())) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response(),
-        Ok(Err(reason)) => {
+    match app.state_health().await {
+        Ok(()) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response(),
+        Err(reason) => {
             tracing::warn!(cause = %reason, "health check failed");
             let reason = serde_json::json!({"status": "unavailable", "reason": reason.to_string()});
             (StatusCode::SERVICE_UNAVAILABLE, Json(reason)).into_response()
         }
-        Err(e) => ApiError::Internal(e.to_string()).into_response(),
     }
 }
 

@@ -7,7 +7,7 @@
 //! 2. the claim of a use in the [`super::ledger`], a hard link to that
 //!    file, and the `fsync` of both directories: the commit point;
 //! 3. the record `nodes/<id>.json` saying `admitted` and the audit events
-//!    (`announced`, `admitted`, `trust_delivered`), side by side; then
+//!    (`announced`, `admitted`, `trust_delivered`), one after the other; then
 //!    `approved/<id>` — the answer goes out only after all of them; then
 //!    the claim file is removed (the marker keeps its content).
 //!
@@ -103,7 +103,7 @@ impl Store {
         bundle_version: u64,
         room: bool,
     ) -> io::Result<Admission> {
-        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let id = record.id.clone();
         let no_room = Admission { id: id.clone(), outcome: Outcome::NoRoom };
         if let Some(ca) = record.ca_sha256.clone().filter(|ca| self.is_ca_rejected(ca)) {
             if !room {
@@ -246,7 +246,7 @@ impl Store {
     /// Step 1: the claim file, whole, its name not yet durable (the claim
     /// of a use syncs the directory).
     fn write_claim(&self, record: &NodeRecord) -> io::Result<std::path::PathBuf> {
-        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let id = record.id.clone();
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
         let path = self.claim_path(&id);
         self.in_layout(|| durable::write_new(&path, &json, 0o600))?;
@@ -263,13 +263,13 @@ impl Store {
         }
     }
 
-    /// Step 3 of the module's order: the record and the audit events side by
-    /// side (each `fsync`'d), then the approval, which ends recovery (a
+    /// Step 3 of the module's order: the record, then the audit events
+    /// (each `fsync`'d), then the approval, which ends recovery (a
     /// record without approval is read by every maintenance pass; a crash
     /// anywhere before is finished by a recovery, which writes all again). `delivering` is the bundle version
     /// the answer carries, `None` when no answer goes out (a recovery).
     fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> io::Result<()> {
-        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let id = record.id.clone();
         if !self.is_unfinished(&id)? {
             // Another process finished it while this one stalled: what it
             // made, and what an admin decided since, stand.
@@ -287,17 +287,15 @@ impl Store {
         // cost an inode per admission, and janusd does not poll once its
         // answer admitted it; a poll that comes anyway audits a second
         // `trust_delivered`, which readers drop as a repeat.
-        // The record saying admitted and the audit events side by side, the
+        // The record saying admitted and the audit events one after the other, the
         // approval last: until it exists the record is listed as unsettled,
         // so a crash anywhere here is found and finished by a recovery.
         record.admitted = true;
         record.admitted_by = Some("token".into());
-        let (written, audited) = std::thread::scope(|scope| {
-            let writing = scope.spawn(|| self.write_record(record));
-            (writing.join(), self.audit.record_all(&events))
-        });
-        written.map_err(|_| io::Error::other("the record writer panicked"))??;
-        audited?;
+        // One after the other on this (blocking-pool) thread: a thread of
+        // their own per admission would mean a thousand in a boot storm.
+        self.write_record(record)?;
+        self.audit.record_all(&events)?;
         self.approve(&id, "token", "")
     }
 
@@ -327,8 +325,7 @@ impl Store {
         token: &str,
         bundle_version: u64,
     ) -> io::Result<Option<Admission>> {
-        let id =
-            NodeId::parse(&earlier.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
+        let id = earlier.id.clone();
         let admitted_at = earlier.announced_at.as_deref().and_then(|t| {
             time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
         });

@@ -27,6 +27,21 @@ impl NodeId {
     }
 }
 
+/// Written as its text, as the reference writes `"id"`.
+impl serde::Serialize for NodeId {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&self.0)
+    }
+}
+
+/// Read through [`NodeId::parse`]: a record naming a malformed id is not a record.
+impl<'de> serde::Deserialize<'de> for NodeId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let text = <std::borrow::Cow<'de, str>>::deserialize(deserializer)?;
+        NodeId::parse(&text).ok_or_else(|| serde::de::Error::custom("an id is 32 lowercase hex characters"))
+    }
+}
+
 impl fmt::Display for NodeId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
@@ -50,6 +65,15 @@ mod tests {
             ["", "../../etc/passwd", &"A".repeat(32), &"a".repeat(31), &"a".repeat(33), &"g".repeat(32)]
         {
             assert_eq!(NodeId::parse(bad), None, "{bad}");
+            assert!(serde_json::from_value::<NodeId>(serde_json::json!(bad)).is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn serde_writes_and_reads_the_text() {
+        let id = NodeId::generate();
+        let text = serde_json::to_string(&id).unwrap();
+        assert_eq!(text, format!("\"{id}\""));
+        assert_eq!(serde_json::from_str::<NodeId>(&text).unwrap(), id);
     }
 }

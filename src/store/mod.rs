@@ -18,6 +18,9 @@ pub mod audit;
 pub mod format;
 pub mod id;
 pub mod ledger;
+pub mod maintain;
+pub mod on_pool;
+pub mod poll;
 pub mod tokens;
 
 use std::fs;
@@ -87,6 +90,7 @@ fn refuse_world_writable(dir: &Path) -> io::Result<()> {
 pub use audit::Audit;
 pub use durable::write_atomic;
 pub use id::NodeId;
+pub use on_pool::AsyncStore;
 pub use tokens::Tokens;
 
 /// Why the state cannot be relied on now (`/healthz` says it with a 503).
@@ -98,7 +102,7 @@ pub struct Unhealthy(pub String);
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct NodeRecord {
     /// The node id.
-    pub id: String,
+    pub id: NodeId,
     /// The name it announced.
     pub name: String,
     /// The address it announced.
@@ -459,9 +463,8 @@ impl Store {
 
     /// Writes a record durably (temp file, fsync, rename, directory fsync).
     pub fn write_record(&self, record: &NodeRecord) -> io::Result<()> {
-        let id = NodeId::parse(&record.id).ok_or_else(|| io::Error::other("a record with a malformed id"))?;
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
-        self.write_file(&self.record_path(&id), &json)
+        self.write_file(&self.record_path(&record.id), &json)
     }
 
     /// The record, or `None` when there is none for `id`.
@@ -753,15 +756,12 @@ impl Store {
 
     /// The record's state, from the approval and rejection files.
     pub fn state_of(&self, record: &NodeRecord) -> NodeState {
-        self.state_of_parts(&record.id, record.admitted)
-    }
-
-    fn state_of_parts(&self, id: &str, admitted: bool) -> NodeState {
-        match NodeId::parse(id) {
-            Some(id) if self.poll_refused(&id) => NodeState::Rejected,
-            Some(id) if self.is_approved(&id) => NodeState::Admitted,
-            _ if admitted => NodeState::Admitted,
-            _ => NodeState::Pending,
+        if self.poll_refused(&record.id) {
+            NodeState::Rejected
+        } else if self.is_approved(&record.id) || record.admitted {
+            NodeState::Admitted
+        } else {
+            NodeState::Pending
         }
     }
 

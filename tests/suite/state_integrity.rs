@@ -256,7 +256,7 @@ fn cut_short_admission(fx: &Fixture, token: &str, ca: &Minted, form: CutShort, a
     let mac = ledger.mac(token).unwrap();
     let id = NodeId::generate();
     let record = NodeRecord {
-        id: id.to_string(),
+        id: id.clone(),
         name: "edge".into(),
         address: "10.0.2.15:9505".into(),
         ca_cert_pem: ca.cert_pem.clone(),
@@ -266,7 +266,7 @@ fn cut_short_admission(fx: &Fixture, token: &str, ca: &Minted, form: CutShort, a
             &janus_registration::pki::first_certificate(ca.cert_pem.as_bytes(), "ca").unwrap(),
         )),
         announced_at: Some(janus_registration::clock::unix_to_rfc3339(
-            janus_registration::store::tokens::now_unix() - age,
+            janus_registration::clock::now_unix() - age,
         )),
         peer_address: None,
         admitted_by: None,

@@ -125,7 +125,7 @@ impl InProcess {
         let prepared = server::prepare(config).expect("startup checks pass");
         let listener = server::bind(&addr.to_string()).unwrap();
         // As `serve` does once bound (here before the tests look at it).
-        prepared.app().store.lay_out().unwrap();
+        prepared.app().store.lay_out().await.unwrap();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(prepared.serve(listener, async move {

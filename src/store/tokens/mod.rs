@@ -27,19 +27,28 @@
 //! Reads are cached by the file's identity (device, inode, size, times), so
 //! a mass boot against 100,000 tokens parses the file once, not per node.
 
-use std::collections::{BTreeMap, HashMap};
-use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek};
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::fs::File;
+use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::json;
+
+mod file;
+mod meta;
+mod tidier;
+
+use file::{Listed, ends_with_newline};
+pub use file::{is_separator, parse};
+use meta::MetaCache;
+pub use meta::{MetaUnreadable, TokenMeta};
+pub use tidier::Tidier;
 
 use super::audit::{Audit, token_fingerprint};
 use super::ledger::{Ledger, Mac};
-use crate::durable::{append_durably, with_path, write_atomic};
+use crate::clock::now_unix;
+use crate::durable::{append_durably, with_path};
 use crate::pki::sha256_hex;
 
 /// The admin's token list, one per line.
@@ -54,42 +63,6 @@ pub const LOCK_FILE: &str = "tokens.lock";
 pub const MIN_PREFIX: usize = 6;
 /// Tokens shorter than this are flagged by `tokens list`: guessable.
 pub const WEAK_BELOW: usize = 16;
-
-/// What `tokens add` knows about a token beyond the token itself.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct TokenMeta {
-    /// Unix seconds; absent: never expires.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<i64>,
-    /// How many nodes the token admits in all, counted by the ledger; absent:
-    /// one. (`uses_left`, as earlier versions wrote it, reads as the uses
-    /// still to come, which an empty ledger makes the same thing.)
-    #[serde(default, alias = "uses_left", skip_serializing_if = "Option::is_none")]
-    pub uses: Option<u32>,
-    /// When it was added (RFC 3339).
-    #[serde(default)]
-    pub added_at: String,
-    /// Who added it.
-    #[serde(default)]
-    pub added_by: String,
-    /// What the admin said the tokens are for (`tokens add --description`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub description: Option<String>,
-    /// `token_expired` was audited: never again, even while the token
-    /// stays listed (a `tokens` file this process cannot write).
-    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
-    pub expiry_audited: bool,
-}
-
-impl TokenMeta {
-    fn expired(&self, now: i64) -> bool {
-        self.expires_at.is_some_and(|t| t <= now)
-    }
-    /// How many nodes the token admits in all.
-    pub fn total_uses(&self) -> u32 {
-        self.uses.unwrap_or(1).max(1)
-    }
-}
 
 /// A token as `tokens list` shows it: redacted.
 #[derive(Debug, Clone, Serialize)]
@@ -127,63 +100,6 @@ pub enum Offer {
         /// How many nodes it admits in all.
         uses: u32,
     },
-}
-
-/// Why a token's metadata cannot be relied on now.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the registration token's metadata cannot be read ({0}); tokens it governs admit nobody until tokens.meta.json reads again"
-)]
-pub struct MetaUnreadable(pub String);
-
-/// A file's identity: any write by anyone changes one of these.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Stamp {
-    dev: u64,
-    ino: u64,
-    size: u64,
-    mtime: (i64, i64),
-    ctime: (i64, i64),
-}
-
-impl Stamp {
-    fn of(meta: &fs::Metadata) -> Stamp {
-        Stamp {
-            dev: meta.dev(),
-            ino: meta.ino(),
-            size: meta.size(),
-            mtime: (meta.mtime(), meta.mtime_nsec()),
-            ctime: (meta.ctime(), meta.ctime_nsec()),
-        }
-    }
-}
-
-/// `tokens` as last read: each usable token with the offsets of its copies.
-#[derive(Default)]
-struct Listed {
-    stamp: Option<Stamp>,
-    tokens: HashMap<String, Vec<u64>>,
-    /// Each token once, in file order, for listings: blanked ones stay here
-    /// until the next read (removing one would cost a scan of 100,000), so
-    /// readers keep only those still in `tokens`.
-    order: Vec<String>,
-    /// Read since the last sweep looked for spent tokens: someone else
-    /// wrote the file (or it is the first read), so a spent token may be
-    /// back. Our own blanking does not set it.
-    unswept: bool,
-}
-
-#[derive(Default)]
-struct MetaCache {
-    stamp: Option<Stamp>,
-    /// The file's metadata, or the last good copy while it is broken.
-    meta: Arc<BTreeMap<String, TokenMeta>>,
-    /// Why the file cannot be read now; while set, tokens `meta` holds
-    /// admit nobody, nothing is blanked, and nothing is swept.
-    error: Option<String>,
-    /// Whether `meta` is known good (false while broken with no good copy at
-    /// hand: then every token fails closed).
-    known: bool,
 }
 
 /// `tokens`: read through a cache, never replaced, spent tokens blanked in place.
@@ -238,145 +154,6 @@ impl Tokens {
             return Ok(Offer::Expired);
         }
         Ok(Offer::Valid { mac: self.ledger.mac(token)?, uses: meta.total_uses() })
-    }
-
-    /// Called once every use of `token` is spent: its bytes in `tokens` are
-    /// blanked, by the tidier thread when one runs (batched, one `fsync` per
-    /// batch), else now. Tidying is cosmetic (the ledger decides), so its
-    /// failure is logged, not returned.
-    pub fn spent(&self, token: &str) {
-        let mut queue = self.tidy.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(queue) = queue.as_mut() {
-            queue.push(token.to_string());
-            self.tidy_wake.notify_one();
-            return;
-        }
-        drop(queue);
-        if let Err(e) = self.blank_spent(&[token.to_string()]) {
-            tracing::warn!(cause = %e, "could not blank a spent token in the tokens file");
-        }
-    }
-
-    /// Asks the next sweep to look at spent tokens again: one was spent
-    /// while another admission of it was still under way.
-    pub fn sweep_later(&self) {
-        self.listed().unswept = true;
-    }
-
-    /// One turn of the tidier thread: waits up to `wait` for spent tokens,
-    /// then blanks them as one batch (one `fsync`). From its first turn on,
-    /// [`Tokens::spent`] queues instead of blanking.
-    pub fn tidy_turn(&self, wait: std::time::Duration) {
-        let batch = {
-            let mut queue = self.tidy.lock().unwrap_or_else(|e| e.into_inner());
-            if queue.is_none() {
-                *queue = Some(Vec::new());
-            }
-            if queue.as_ref().is_some_and(Vec::is_empty) {
-                queue = self.tidy_wake.wait_timeout(queue, wait).unwrap_or_else(|e| e.into_inner()).0;
-            }
-            queue.as_mut().map(std::mem::take).unwrap_or_default()
-        };
-        if batch.is_empty() {
-            return;
-        }
-        if let Err(e) = self.blank_spent(&batch) {
-            tracing::warn!(cause = %e, "could not blank spent tokens in the tokens file");
-        }
-    }
-
-    /// The listed tokens, each once, in file order.
-    fn listed_in_order(&self) -> Vec<String> {
-        let listed = self.listed();
-        listed.order.iter().filter(|t| listed.tokens.contains_key(*t)).cloned().collect()
-    }
-
-    /// Blanks what the tidier has queued and not done yet: at shutdown, so a
-    /// stopped server leaves no spent token listed.
-    pub fn flush_tidy(&self) {
-        let batch = self.tidy.lock().unwrap_or_else(|e| e.into_inner()).as_mut().map(std::mem::take);
-        if let Some(batch) = batch.filter(|b| !b.is_empty())
-            && let Err(e) = self.blank_spent(&batch)
-        {
-            tracing::warn!(cause = %e, "could not blank spent tokens in the tokens file");
-        }
-    }
-
-    /// Blanks tokens spent for good, and drops their metadata with them:
-    /// their last use is gone, and the ledger says so if one comes back.
-    fn blank_spent(&self, tokens: &[String]) -> io::Result<()> {
-        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
-        let _lock = self.lock()?;
-        self.blank_locked(tokens)?;
-        if self.meta_unreadable().is_some() {
-            return Ok(());
-        }
-        let mut meta = self.read_meta()?;
-        let before = meta.len();
-        for token in tokens {
-            meta.remove(&sha256_hex(token.as_bytes()));
-        }
-        if meta.len() != before {
-            self.write_meta(&meta)?;
-        }
-        Ok(())
-    }
-
-    /// Overwrites every copy of each of `tokens` in the file with spaces, in
-    /// place, where the bytes still hold that token; the caller holds both
-    /// locks. The cached listing is locked from before the writes until the
-    /// file's new identity is recorded, so a reader never takes our own
-    /// write for someone else's and parses the whole file again. Nothing is
-    /// blanked while the metadata cannot be read: which tokens are spent
-    /// for good cannot be told (a sweep once it reads again does it).
-    fn blank_locked(&self, tokens: &[String]) -> io::Result<()> {
-        if self.meta_unreadable().is_some() {
-            self.listed().unswept = true;
-            return Ok(());
-        }
-        // Through a symlink on purpose: the admin's list may live elsewhere.
-        let file = match OpenOptions::new().read(true).write(true).open(&self.path) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            // A list the admin keeps read-only (a Kubernetes Secret): the
-            // ledger and the metadata decide; blanking is cosmetic.
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    io::ErrorKind::ReadOnlyFilesystem | io::ErrorKind::PermissionDenied
-                ) =>
-            {
-                tracing::debug!(file = %self.path.display(), cause = %e, "the tokens file is read-only: spent tokens stay listed");
-                return Ok(());
-            }
-            Err(e) => return Err(with_path(e, &self.path)),
-        };
-        let mut listed = self.listed();
-        let before = Stamp::of(&file.metadata()?);
-        if listed.stamp != Some(before) {
-            *listed = self.reread(&file)?;
-        }
-        let mut changed = false;
-        for token in tokens {
-            let Some(offsets) = listed.tokens.remove(token) else { continue };
-            for offset in offsets {
-                let mut there = vec![0u8; token.len()];
-                if file.read_exact_at(&mut there, offset).is_ok() && there == token.as_bytes() {
-                    file.write_all_at(&vec![b' '; token.len()], offset)
-                        .map_err(|e| with_path(e, &self.path))?;
-                    changed = true;
-                }
-            }
-        }
-        let after = Stamp::of(&file.metadata()?);
-        // Our own write changed the times; anyone else's (an append changes
-        // the size) makes the next reader parse the file again.
-        listed.stamp = (after.size == before.size).then_some(after);
-        drop(listed);
-        if changed {
-            file.sync_data().map_err(|e| with_path(e, &self.path))?;
-        }
-        Ok(())
     }
 
     /// Blanks spent and expired tokens, auditing each expiry once (before
@@ -566,142 +343,6 @@ impl Tokens {
         }
     }
 
-    /// Why the metadata cannot be read now, if it cannot.
-    pub fn meta_unreadable(&self) -> Option<MetaUnreadable> {
-        self.meta_snapshot();
-        self.meta.lock().unwrap_or_else(|e| e.into_inner()).error.clone().map(MetaUnreadable)
-    }
-
-    /// Re-reads `tokens` when its identity changed.
-    fn refresh(&self) -> io::Result<()> {
-        let file = match crate::durable::retry_stale(|| File::open(&self.path)) {
-            Ok(file) => file,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => {
-                *self.listed() = Listed::default();
-                return Ok(());
-            }
-            Err(e) => return Err(with_path(e, &self.path)),
-        };
-        let mut listed = self.listed();
-        let stamp = Stamp::of(&file.metadata().map_err(|e| with_path(e, &self.path))?);
-        if listed.stamp != Some(stamp) {
-            *listed = self.reread(&file)?;
-        }
-        Ok(())
-    }
-
-    fn reread(&self, mut file: &File) -> io::Result<Listed> {
-        let stamp = Stamp::of(&file.metadata()?);
-        let mut bytes = Vec::with_capacity(stamp.size as usize);
-        file.seek(io::SeekFrom::Start(0))?;
-        file.read_to_end(&mut bytes).map_err(|e| with_path(e, &self.path))?;
-        let mut listed = Listed { stamp: Some(stamp), unswept: true, ..Listed::default() };
-        for (word, offset) in parse(&bytes) {
-            let offsets = listed.tokens.entry(word.to_string()).or_default();
-            if offsets.is_empty() {
-                listed.order.push(word.to_string());
-            }
-            offsets.push(offset);
-        }
-        Ok(listed)
-    }
-
-    fn listed(&self) -> MutexGuard<'_, Listed> {
-        self.listed.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// `token`'s metadata, and why it cannot be relied on now: the file is
-    /// broken and the token had metadata in its last good copy, or there
-    /// is no good copy at all.
-    fn meta_in_force(&self, token: &str) -> (TokenMeta, Option<MetaUnreadable>) {
-        let meta = self.meta_snapshot();
-        let entry = meta.get(&sha256_hex(token.as_bytes())).cloned();
-        let cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
-        let unreadable = match &cache.error {
-            Some(why) if !cache.known || entry.is_some() => Some(MetaUnreadable(why.clone())),
-            _ => None,
-        };
-        (entry.unwrap_or_default(), unreadable)
-    }
-
-    /// The metadata in force: re-read when the file changed. When it does
-    /// not parse, the last good copy (this process's, else the one kept
-    /// beside it), with the error kept; a file that parses is kept as the
-    /// good copy.
-    fn meta_snapshot(&self) -> Arc<BTreeMap<String, TokenMeta>> {
-        let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
-        let stamp = fs::metadata(&self.meta_path).ok().map(|m| Stamp::of(&m));
-        if stamp == cache.stamp && (cache.stamp.is_some() || cache.known || cache.error.is_some()) {
-            return cache.meta.clone();
-        }
-        cache.stamp = stamp;
-        match self.read_meta() {
-            Ok(meta) => {
-                if *cache.meta != meta || !cache.known {
-                    self.keep_good_copy(&meta);
-                }
-                cache.meta = Arc::new(meta);
-                cache.error = None;
-                cache.known = true;
-            }
-            Err(e) => {
-                if !cache.known {
-                    match read_meta_at(&self.good_path()) {
-                        Ok(good) => {
-                            cache.meta = Arc::new(good);
-                            cache.known = self.good_path().exists();
-                        }
-                        Err(_) => cache.known = false,
-                    }
-                }
-                tracing::error!(
-                    cause = %e, good_copy = cache.known,
-                    "tokens.meta.json cannot be read: the tokens it governs admit nobody until it reads again"
-                );
-                cache.error = Some(e.to_string());
-            }
-        }
-        cache.meta.clone()
-    }
-
-    /// Records a read failure of the metadata seen under the lock.
-    fn note_meta_error(&self, e: &io::Error) {
-        let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
-        cache.error = Some(e.to_string());
-        cache.stamp = None;
-    }
-
-    fn good_path(&self) -> PathBuf {
-        self.meta_path.with_file_name(META_GOOD_FILE)
-    }
-
-    /// Keeps `meta` beside the file as the last good copy (best effort:
-    /// the file itself is what counts while it reads).
-    fn keep_good_copy(&self, meta: &BTreeMap<String, TokenMeta>) {
-        if meta.is_empty() && !self.meta_path.exists() {
-            return;
-        }
-        let written = serde_json::to_vec_pretty(meta)
-            .map_err(io::Error::other)
-            .and_then(|bytes| write_atomic(&self.good_path(), &bytes, 0o600));
-        if let Err(e) = written {
-            tracing::warn!(cause = %e, "could not keep the last good copy of tokens.meta.json");
-        }
-    }
-
-    fn read_meta(&self) -> io::Result<BTreeMap<String, TokenMeta>> {
-        read_meta_at(&self.meta_path)
-    }
-
-    fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>) -> io::Result<()> {
-        if meta.is_empty() && !self.meta_path.exists() {
-            return Ok(());
-        }
-        write_atomic(&self.meta_path, &serde_json::to_vec_pretty(meta).map_err(io::Error::other)?, 0o600)?;
-        self.keep_good_copy(meta);
-        Ok(())
-    }
-
     /// The cross-process lock on edits of the files, held until the
     /// returned file is dropped.
     pub fn lock(&self) -> io::Result<File> {
@@ -711,91 +352,10 @@ impl Tokens {
     }
 }
 
-/// A metadata file: empty when missing.
-fn read_meta_at(path: &Path) -> io::Result<BTreeMap<String, TokenMeta>> {
-    match crate::durable::read_fresh(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), path)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(with_path(e, path)),
-    }
-}
-
-/// The usable words of a tokens file with their byte offsets: a leading BOM
-/// skipped, comment lines (first non-blank `#`) skipped, words that are not
-/// UTF-8 left out.
-pub fn parse(bytes: &[u8]) -> Vec<(&str, u64)> {
-    let start = if bytes.starts_with(b"\xEF\xBB\xBF") { 3 } else { 0 };
-    let mut words = Vec::new();
-    let mut line_start = start;
-    for line in bytes[start..].split(|&b| b == b'\n') {
-        let first = line.iter().find(|&&b| !is_separator_byte(b));
-        if first != Some(&b'#') {
-            let mut at = 0;
-            for word in line.split(|&b| is_separator_byte(b)) {
-                if let (false, Ok(text)) = (word.is_empty(), std::str::from_utf8(word)) {
-                    // Non-ASCII white space splits too (U+00A0, U+2028, …).
-                    let base = line_start + at;
-                    let mut from = 0;
-                    for (i, c) in text.char_indices() {
-                        if is_separator(c) {
-                            if i > from {
-                                words.push((&text[from..i], (base + from) as u64));
-                            }
-                            from = i + c.len_utf8();
-                        }
-                    }
-                    if from < text.len() {
-                        words.push((&text[from..], (base + from) as u64));
-                    }
-                }
-                at += word.len() + 1;
-            }
-        }
-        line_start += line.len() + 1;
-    }
-    words
-}
-
-/// What separates tokens: what the reference's `str.split()` takes for
-/// white space (Unicode's, and the ASCII separators U+001C–U+001F).
-pub fn is_separator(c: char) -> bool {
-    c.is_whitespace() || ('\u{1c}'..='\u{1f}').contains(&c)
-}
-
-/// [`is_separator`] for the ASCII bytes (vertical tab included, which
-/// `u8::is_ascii_whitespace` leaves out).
-fn is_separator_byte(b: u8) -> bool {
-    b.is_ascii() && is_separator(b as char)
-}
-
-fn ends_with_newline(path: &Path) -> io::Result<bool> {
-    let file = match File::open(path) {
-        Ok(file) => file,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(true),
-        Err(e) => return Err(with_path(e, path)),
-    };
-    let size = file.metadata()?.len();
-    if size == 0 {
-        return Ok(true);
-    }
-    let mut last = [0u8];
-    file.read_exact_at(&mut last, size - 1)?;
-    Ok(last[0] == b'\n')
-}
-
 /// The first 6 characters, then an ellipsis: enough to tell tokens apart.
 pub fn redact(token: &str) -> String {
     let shown: String = token.chars().take(6).collect();
     format!("{shown}…")
-}
-
-/// Now, as Unix seconds.
-pub fn now_unix() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs() as i64)
-        .unwrap_or(0)
 }
 
 /// A new token: 128 bits from the OS CSPRNG, as 32 lowercase hex characters.
@@ -806,6 +366,7 @@ pub fn generate() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::fs;
 
     fn words(text: &[u8]) -> Vec<&str> {
         parse(text).into_iter().map(|(w, _)| w).collect()

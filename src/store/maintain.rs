@@ -1,0 +1,100 @@
+//! The periodic pass that keeps the state whole and bounded: missing
+//! directories made again, token admissions a crash cut short finished,
+//! pending records counted and those past the age limit forgotten, a
+//! rejected CA's stale announcements forgotten, spent and expired tokens
+//! swept.
+//!
+//! Invariants: under a `state-format` this binary does not know, nothing is
+//! touched. An admission is recovered only once no live process can still
+//! be finishing it ([`RECOVERY_GRACE_SECS`]). A record is forgotten only
+//! after its event is in the audit trail, and only if it is still pending
+//! right then (an approval made since stands).
+
+use std::io;
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::{Pending, Store};
+
+/// How old an unfinished token admission must be before maintenance
+/// finishes it: far longer than any admission takes.
+pub const RECOVERY_GRACE_SECS: i64 = 30;
+
+/// What a maintenance pass is bounded by.
+#[derive(Debug, Clone, Copy)]
+pub struct MaintenanceLimits {
+    /// A pending record older than this is forgotten (as is a rejected CA's latest announcement).
+    pub pending_max_age: Duration,
+    /// How often the record directories are listed even though their times say nothing changed.
+    pub reconcile_every: Duration,
+}
+
+/// What a maintenance pass found and did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Report {
+    /// Nothing was looked at: the state's format is one this binary does not know.
+    pub paused: bool,
+    /// Records waiting for an admin, after the pass.
+    pub pending: usize,
+    /// Token admissions a crash cut short, finished.
+    pub recovered: usize,
+    /// Records forgotten for their age.
+    pub forgotten: usize,
+    /// Tokens that expired in this pass.
+    pub tokens_expired: usize,
+}
+
+impl Store {
+    /// One maintenance pass at `now` (Unix seconds).
+    pub fn maintain(&self, now: i64, limits: MaintenanceLimits) -> io::Result<Report> {
+        let mut report = Report::default();
+        if self.check_format().is_err() {
+            report.paused = true;
+            return Ok(report);
+        }
+        self.ensure_layout()?;
+        let max_age = limits.pending_max_age.as_secs() as i64;
+        for Pending { id, announced, token_claim, awaits_admin } in self.pending(limits.reconcile_every)? {
+            // Only an admission no live process can still be finishing: two
+            // replicas renaming the same record at once lost its name on
+            // GlusterFS, and a fresh approval may not be visible yet.
+            let settled_for = announced.map_or(i64::MAX, |t| now - t);
+            let recovered = match token_claim {
+                Some(claim) if settled_for >= RECOVERY_GRACE_SECS => self.recover(&id, &claim)?,
+                _ => false,
+            };
+            report.recovered += usize::from(recovered);
+            if recovered || !awaits_admin {
+                continue;
+            }
+            if announced.is_some_and(|t| now - t > max_age) {
+                // The event first: once the record is gone its poll says 404,
+                // and whoever sees that finds the reason in the trail (a crash
+                // in between repeats the event, which readers drop).
+                let forgotten = self.forget_expired(&id, || {
+                    self.audit.record(
+                        "forgotten",
+                        json!({"id": id, "by": "expiry", "reason": "pending longer than the limit"}),
+                    )
+                })?;
+                if forgotten {
+                    tracing::info!(node = %id, "forgot a pending node past the age limit");
+                    report.forgotten += 1;
+                    continue;
+                }
+            }
+            report.pending += 1;
+        }
+        for id in self.expire_rejected_duplicates(now, max_age)? {
+            self.audit.record(
+                "forgotten",
+                json!({"id": id, "by": "expiry", "reason": "a rejected CA's announcement older than the limit"}),
+            )?;
+            tracing::info!(node = %id, "forgot a rejected CA's announcement past the age limit");
+            report.forgotten += 1;
+        }
+        report.tokens_expired = self.tokens.sweep(&self.audit)?;
+        Ok(report)
+    }
+}

@@ -1,0 +1,170 @@
+//! The store's async face: the server's handlers, the admission command's
+//! workers and the maintenance loop reach the state directory only through
+//! [`AsyncStore`], whose every method that touches a file runs on Tokio's
+//! blocking pool. So no async worker — which also runs TLS handshakes —
+//! ever waits on a file system: a stalled network filesystem, or
+//! [`crate::durable::retry_stale`]'s sleeps on ESTALE, park a pool thread
+//! and that request only.
+//!
+//! Invariants: one hand-off per request (a poll's read and `stat`s, an
+//! announcement's whole admission, each in one closure); `/healthz` never
+//! waits behind another request's check: it answers the last result while
+//! a check runs, and 503 once no check has finished for
+//! [`HEALTH_STALL`].
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use super::admission::Admission;
+use super::format::FormatError;
+use super::maintain::{MaintenanceLimits, Report};
+use super::poll::PollAnswer;
+use super::{NodeId, NodeRecord, Store, Unhealthy};
+
+/// A health result is reused for this long: `/healthz` is the benchmark's
+/// ceiling, so it must not cost a file write per request.
+const HEALTH_FRESH: Duration = Duration::from_secs(1);
+/// With no health check finished for this long, the state is reported
+/// stalled (a hung network filesystem): `/healthz` says 503 at once
+/// instead of hanging the probe.
+pub const HEALTH_STALL: Duration = Duration::from_secs(10);
+
+/// The store, called from async code.
+#[derive(Clone)]
+pub struct AsyncStore {
+    store: Arc<Store>,
+    health: Arc<HealthCache>,
+}
+
+#[derive(Default)]
+struct HealthCache {
+    /// The last finished check and when it finished.
+    last: Mutex<Option<(Instant, Result<(), Unhealthy>)>>,
+    /// A check is running on the pool.
+    checking: AtomicBool,
+}
+
+impl AsyncStore {
+    /// The async face of `store`.
+    pub fn new(store: Store) -> Self {
+        AsyncStore { store: Arc::new(store), health: Arc::default() }
+    }
+
+    /// Runs `work` on the blocking pool; a panic in it is an error of this call only.
+    async fn on_pool<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Store) -> io::Result<T> + Send + 'static,
+    ) -> io::Result<T> {
+        let store = self.store.clone();
+        tokio::task::spawn_blocking(move || work(&store))
+            .await
+            .unwrap_or_else(|e| Err(io::Error::other(format!("a state task failed: {e}"))))
+    }
+
+    /// Why nothing may be written now (memory only: no file is read).
+    pub fn format_refusal(&self) -> Option<FormatError> {
+        self.store.format_refusal()
+    }
+
+    /// Lays the state directory out ([`Store::lay_out`]).
+    pub async fn lay_out(&self) -> io::Result<()> {
+        self.on_pool(|store| store.lay_out()).await
+    }
+
+    /// [`Store::announce`].
+    pub async fn announce(
+        &self,
+        record: NodeRecord,
+        token: String,
+        bundle_version: u64,
+        room: bool,
+    ) -> io::Result<Admission> {
+        self.on_pool(move |store| store.announce(record, &token, bundle_version, room)).await
+    }
+
+    /// [`Store::poll`].
+    pub async fn poll(&self, id: NodeId, secret: Vec<u8>, bundle_version: u64) -> io::Result<PollAnswer> {
+        self.on_pool(move |store| store.poll(&id, &secret, bundle_version)).await
+    }
+
+    /// The record of `id` while no admin (nor anything else) decided on it.
+    pub async fn undecided_record(&self, id: NodeId) -> io::Result<Option<NodeRecord>> {
+        self.on_pool(move |store| {
+            if store.is_approved(&id) || store.is_rejected(&id) {
+                return Ok(None);
+            }
+            store.read_record(&id)
+        })
+        .await
+    }
+
+    /// Approves `id` for the admission command `program`, audited.
+    pub async fn admit_by_policy(&self, id: NodeId, program: String) -> io::Result<()> {
+        self.on_pool(move |store| {
+            store.approve(&id, "policy", &program)?;
+            store.audit.record("admitted", serde_json::json!({"id": id, "by": "policy", "user": program}))
+        })
+        .await
+    }
+
+    /// One maintenance pass ([`Store::maintain`]), after removing what
+    /// crashes left behind when `first` (the server's first pass).
+    pub async fn maintain(&self, first: bool, limits: MaintenanceLimits) -> io::Result<Report> {
+        self.on_pool(move |store| {
+            if first {
+                store.remove_leftovers();
+            }
+            store.maintain(crate::clock::now_unix(), limits)
+        })
+        .await
+    }
+
+    /// Whether the state can be relied on ([`Store::check_health`]),
+    /// checked at most once per [`HEALTH_FRESH`], never waited for twice.
+    pub async fn health(&self) -> Result<(), Unhealthy> {
+        let last = self.health.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        if let Some((at, result)) = &last
+            && at.elapsed() < HEALTH_FRESH
+        {
+            return result.clone();
+        }
+        let another_running = self.health.checking.swap(true, Ordering::AcqRel);
+        if another_running {
+            // Its predecessor's result, unless that is so old the check
+            // itself must be stuck; the very first check is waited for.
+            match last {
+                Some((at, result)) if at.elapsed() < HEALTH_STALL => return result,
+                Some(_) => return Err(stalled()),
+                None => {}
+            }
+        }
+        let cache = self.health.clone();
+        let checked = self
+            .on_pool(move |store| {
+                let result = store.check_health();
+                *cache.last.lock().unwrap_or_else(|e| e.into_inner()) =
+                    Some((Instant::now(), result.clone()));
+                Ok(result)
+            })
+            .await;
+        if !another_running {
+            self.health.checking.store(false, Ordering::Release);
+        }
+        checked.unwrap_or_else(|e| Err(Unhealthy(e.to_string())))
+    }
+
+    /// The tokens tidier: one thread that batches blanking spent tokens,
+    /// stopped and flushed when the returned guard is dropped.
+    pub fn start_tidier(&self) -> io::Result<super::tokens::Tidier> {
+        super::tokens::Tidier::start(self.store.clone())
+    }
+}
+
+fn stalled() -> Unhealthy {
+    Unhealthy(format!(
+        "the state directory has not finished a health check in {} s: its file system may be hung",
+        HEALTH_STALL.as_secs()
+    ))
+}

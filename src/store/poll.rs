@@ -1,0 +1,77 @@
+//! What a node's poll (`GET /register/<id>` with its poll secret) reads of
+//! the state, and the one write it may cause: the audit trail of the
+//! trust's first delivery.
+//!
+//! Invariants: the presented secret is hashed and compared with the
+//! record's hash in constant time; an unknown id, a wrong secret and a
+//! rejected node are the same answer ([`PollAnswer::Unknown`]), so a
+//! client cannot tell them apart. The usual poll costs a 1 KiB read and two
+//! `stat`s; only the first delivery reads the approval and writes.
+
+use std::io;
+
+use serde_json::json;
+use subtle::ConstantTimeEq;
+
+use super::{Approval, NodeId, NodeRecord, Store};
+use crate::pki::sha256_hex;
+
+/// What a poll is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PollAnswer {
+    /// No such node, not its secret, or rejected: 404.
+    Unknown,
+    /// Waiting for an admin: 202.
+    Pending,
+    /// Admitted: 200 with the trust.
+    Admitted,
+}
+
+impl Store {
+    /// Where the node `id` stands for a poll presenting `secret`. The
+    /// first poll that finds it approved audits the delivery of the trust
+    /// (`bundle_version`), then marks it delivered: a crash in between
+    /// repeats the events at the next poll (readers drop repeats), never
+    /// loses them.
+    pub fn poll(&self, id: &NodeId, secret: &[u8], bundle_version: u64) -> io::Result<PollAnswer> {
+        let Some(record) = self.read_record(id)? else { return Ok(PollAnswer::Unknown) };
+        let presented = sha256_hex(secret);
+        let matches: bool = presented.as_bytes().ct_eq(record.poll_secret_sha256.as_bytes()).into();
+        if !matches || self.poll_refused(id) {
+            return Ok(PollAnswer::Unknown);
+        }
+        if !self.is_approved(id) {
+            return Ok(PollAnswer::Pending);
+        }
+        if self.was_delivered(id) {
+            return Ok(PollAnswer::Admitted);
+        }
+        // Removed between the two looks: still pending.
+        let Some(approval) = self.approval(id) else { return Ok(PollAnswer::Pending) };
+        self.record_first_delivery(&record, &approval, bundle_version)?;
+        Ok(PollAnswer::Admitted)
+    }
+
+    fn record_first_delivery(
+        &self,
+        record: &NodeRecord,
+        approval: &Approval,
+        bundle_version: u64,
+    ) -> io::Result<()> {
+        let id = &record.id;
+        let mut events = Vec::new();
+        // A `touch`ed approval has no event yet: the node learns it now. Over a
+        // rejected CA it wins (the admin acted on purpose), and says so.
+        if approval.by == "approval-file" {
+            let over_rejected_ca = self.is_rejected(id);
+            events.push((
+                "admitted",
+                json!({"id": id, "by": "approval-file", "user": approval.user, "over_rejected_ca": over_rejected_ca}),
+            ));
+        }
+        events.push(("trust_delivered", json!({"id": id, "bundle_version": bundle_version})));
+        self.audit.record_all(&events)?;
+        self.mark_delivered(id)?;
+        Ok(())
+    }
+}

@@ -1,0 +1,189 @@
+//! `DIR/tokens.meta.json`: what `tokens add` knows about each token beyond
+//! the token itself (expiry, uses, who added it, why), keyed by the token's
+//! SHA-256, never the token; and its last good copy,
+//! `tokens.meta.last-good.json`, kept beside it to fail closed with.
+//!
+//! Invariants: read through a cache keyed by the file's identity; a file
+//! that does not parse makes the tokens its last good copy governed admit
+//! nobody ([`MetaUnreadable`]: the node retries), and every token when there
+//! is no good copy; every write is atomic ([`write_atomic`]) and refreshes
+//! the good copy.
+
+use std::collections::BTreeMap;
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+
+use super::file::Stamp;
+use super::{META_GOOD_FILE, Tokens};
+use crate::durable::{with_path, write_atomic};
+use crate::pki::sha256_hex;
+
+/// What `tokens add` knows about a token beyond the token itself.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TokenMeta {
+    /// Unix seconds; absent: never expires.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<i64>,
+    /// How many nodes the token admits in all, counted by the ledger; absent:
+    /// one. (`uses_left`, as earlier versions wrote it, reads as the uses
+    /// still to come, which an empty ledger makes the same thing.)
+    #[serde(default, alias = "uses_left", skip_serializing_if = "Option::is_none")]
+    pub uses: Option<u32>,
+    /// When it was added (RFC 3339).
+    #[serde(default)]
+    pub added_at: String,
+    /// Who added it.
+    #[serde(default)]
+    pub added_by: String,
+    /// What the admin said the tokens are for (`tokens add --description`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// `token_expired` was audited: never again, even while the token
+    /// stays listed (a `tokens` file this process cannot write).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub expiry_audited: bool,
+}
+
+impl TokenMeta {
+    pub(super) fn expired(&self, now: i64) -> bool {
+        self.expires_at.is_some_and(|t| t <= now)
+    }
+    /// How many nodes the token admits in all.
+    pub fn total_uses(&self) -> u32 {
+        self.uses.unwrap_or(1).max(1)
+    }
+}
+
+#[derive(Default)]
+pub(super) struct MetaCache {
+    pub(super) stamp: Option<Stamp>,
+    /// The file's metadata, or the last good copy while it is broken.
+    pub(super) meta: Arc<BTreeMap<String, TokenMeta>>,
+    /// Why the file cannot be read now; while set, tokens `meta` holds
+    /// admit nobody, nothing is blanked, and nothing is swept.
+    pub(super) error: Option<String>,
+    /// Whether `meta` is known good (false while broken with no good copy at
+    /// hand: then every token fails closed).
+    pub(super) known: bool,
+}
+
+/// Why a token's metadata cannot be relied on now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the registration token's metadata cannot be read ({0}); tokens it governs admit nobody until tokens.meta.json reads again"
+)]
+pub struct MetaUnreadable(pub String);
+
+/// A metadata file: empty when missing.
+pub(super) fn read_meta_at(path: &Path) -> io::Result<BTreeMap<String, TokenMeta>> {
+    match crate::durable::read_fresh(path) {
+        Ok(bytes) => serde_json::from_slice(&bytes)
+            .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), path)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
+        Err(e) => Err(with_path(e, path)),
+    }
+}
+
+impl Tokens {
+    /// Why the metadata cannot be read now, if it cannot.
+    pub fn meta_unreadable(&self) -> Option<MetaUnreadable> {
+        self.meta_snapshot();
+        self.meta.lock().unwrap_or_else(|e| e.into_inner()).error.clone().map(MetaUnreadable)
+    }
+
+    /// `token`'s metadata, and why it cannot be relied on now: the file is
+    /// broken and the token had metadata in its last good copy, or there
+    /// is no good copy at all.
+    pub(super) fn meta_in_force(&self, token: &str) -> (TokenMeta, Option<MetaUnreadable>) {
+        let meta = self.meta_snapshot();
+        let entry = meta.get(&sha256_hex(token.as_bytes())).cloned();
+        let cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let unreadable = match &cache.error {
+            Some(why) if !cache.known || entry.is_some() => Some(MetaUnreadable(why.clone())),
+            _ => None,
+        };
+        (entry.unwrap_or_default(), unreadable)
+    }
+
+    /// The metadata in force: re-read when the file changed. When it does
+    /// not parse, the last good copy (this process's, else the one kept
+    /// beside it), with the error kept; a file that parses is kept as the
+    /// good copy.
+    pub(super) fn meta_snapshot(&self) -> Arc<BTreeMap<String, TokenMeta>> {
+        let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
+        let stamp = fs::metadata(&self.meta_path).ok().map(|m| Stamp::of(&m));
+        if stamp == cache.stamp && (cache.stamp.is_some() || cache.known || cache.error.is_some()) {
+            return cache.meta.clone();
+        }
+        cache.stamp = stamp;
+        match self.read_meta() {
+            Ok(meta) => {
+                if *cache.meta != meta || !cache.known {
+                    self.keep_good_copy(&meta);
+                }
+                cache.meta = Arc::new(meta);
+                cache.error = None;
+                cache.known = true;
+            }
+            Err(e) => {
+                if !cache.known {
+                    match read_meta_at(&self.good_path()) {
+                        Ok(good) => {
+                            cache.meta = Arc::new(good);
+                            cache.known = self.good_path().exists();
+                        }
+                        Err(_) => cache.known = false,
+                    }
+                }
+                tracing::error!(
+                    cause = %e, good_copy = cache.known,
+                    "tokens.meta.json cannot be read: the tokens it governs admit nobody until it reads again"
+                );
+                cache.error = Some(e.to_string());
+            }
+        }
+        cache.meta.clone()
+    }
+
+    /// Records a read failure of the metadata seen under the lock.
+    pub(super) fn note_meta_error(&self, e: &io::Error) {
+        let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
+        cache.error = Some(e.to_string());
+        cache.stamp = None;
+    }
+
+    pub(super) fn good_path(&self) -> PathBuf {
+        self.meta_path.with_file_name(META_GOOD_FILE)
+    }
+
+    /// Keeps `meta` beside the file as the last good copy (best effort:
+    /// the file itself is what counts while it reads).
+    pub(super) fn keep_good_copy(&self, meta: &BTreeMap<String, TokenMeta>) {
+        if meta.is_empty() && !self.meta_path.exists() {
+            return;
+        }
+        let written = serde_json::to_vec_pretty(meta)
+            .map_err(io::Error::other)
+            .and_then(|bytes| write_atomic(&self.good_path(), &bytes, 0o600));
+        if let Err(e) = written {
+            tracing::warn!(cause = %e, "could not keep the last good copy of tokens.meta.json");
+        }
+    }
+
+    pub(super) fn read_meta(&self) -> io::Result<BTreeMap<String, TokenMeta>> {
+        read_meta_at(&self.meta_path)
+    }
+
+    pub(super) fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>) -> io::Result<()> {
+        if meta.is_empty() && !self.meta_path.exists() {
+            return Ok(());
+        }
+        write_atomic(&self.meta_path, &serde_json::to_vec_pretty(meta).map_err(io::Error::other)?, 0o600)?;
+        self.keep_good_copy(meta);
+        Ok(())
+    }
+}
