@@ -182,7 +182,7 @@ pub struct NodeView {
 fn view(store: &Store, record: &NodeRecord) -> NodeView {
     let admitted_by = store
         .approval(&record.id)
-        .map(|a| if a.user.is_empty() { a.by } else { format!("{} ({})", a.by, a.user) })
+        .map(|a| if a.user.is_empty() { a.by.to_string() } else { format!("{} ({})", a.by, a.user) })
         .or_else(|| record.admitted_by.clone());
     NodeView {
         id: record.id.to_string(),
@@ -363,8 +363,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-fn audit(store: &Store, event: &str, fields: serde_json::Value) -> Result<()> {
-    Ok(store.audit.record(event, fields)?)
+fn audit(store: &Store, event: crate::store::AuditEvent) -> Result<()> {
+    Ok(store.audit.record(event)?)
 }
 
 /// One audit event for people: time, event, then the other fields as

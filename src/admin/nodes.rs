@@ -13,7 +13,7 @@ use super::{
 use crate::clock::now_unix;
 use crate::pki;
 use crate::store::audit::current_user;
-use crate::store::{NodeId, NodeRecord, NodeState, Store};
+use crate::store::{AuditEvent, DecidedBy, NodeId, NodeRecord, NodeState, Store};
 use crate::terminal::{self, escape, escape_lines};
 
 /// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
@@ -42,8 +42,12 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             store.reject(&id, &ca, &user)?;
             audit(
                 &store,
-                "rejected",
-                json!({"id": id.as_str(), "by": "command", "user": user, "ca_sha256": ca}),
+                AuditEvent::Rejected {
+                    id: id.clone(),
+                    by: DecidedBy::Command,
+                    user: Some(user),
+                    ca_sha256: Some(ca.clone()),
+                },
             )?;
             Ok(format!(
                 "rejected {id} ({}) and its CA {}: its polls get 404 from now on, and its later \
@@ -56,13 +60,16 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             let (id, _) = find(&store, node, Among::All)?;
             let user = current_user();
             let lifted = store.forget(&id)?;
-            audit(&store, "forgotten", json!({"id": id.as_str(), "by": "command", "user": user}))?;
+            audit(&store, AuditEvent::forgotten(id.clone(), DecidedBy::Command, Some(user.clone()), None))?;
             match lifted {
                 Some(ca) => {
                     audit(
                         &store,
-                        "ca_unrejected",
-                        json!({"id": id.as_str(), "ca_sha256": ca, "user": user}),
+                        AuditEvent::CaUnrejected {
+                            id: id.clone(),
+                            ca_sha256: ca.clone(),
+                            user: user.clone(),
+                        },
                     )?;
                     Ok(format!(
                         "forgot {id}, the record you rejected, and lifted the rejection of its CA {}: its next \
@@ -228,13 +235,9 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
         let mut out = String::new();
         for record in matching {
             let id = &record.id;
-            store.approve(id, "command", &user)?;
-            let mut event =
-                json!({"id": record.id, "by": "command", "user": user, "checked_ca_sha256": want});
-            if args.force && store.is_ca_rejected(&want) {
-                event["forced_over_rejected_ca"] = json!(true);
-            }
-            audit(store, "admitted", event)?;
+            store.approve(id, DecidedBy::Command, &user)?;
+            let forced = args.force && store.is_ca_rejected(&want);
+            audit(store, approved_by_command(id, &user, Some(want.clone()), forced))?;
             let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
         }
         return Ok(out.trim_end().to_string());
@@ -297,12 +300,9 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
             "refusing: {id}'s CA is SHA-256 {have}, but the node's console shows {want} - not that node"
         )));
     }
-    store.approve(&node, "command", &user)?;
-    let mut event = json!({"id": id, "by": "command", "user": user, "checked_ca_sha256": expected});
-    if args.force && store.is_ca_rejected(&have) {
-        event["forced_over_rejected_ca"] = json!(true);
-    }
-    audit(store, "admitted", event)?;
+    store.approve(&node, DecidedBy::Command, &user)?;
+    let forced = args.force && store.is_ca_rejected(&have);
+    audit(store, approved_by_command(&node, &user, expected.clone(), forced))?;
     Ok(match expected {
         Some(_) => {
             format!(
@@ -319,7 +319,7 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
 
 /// Rejected at its announcement because its CA was, not by a command.
 fn rejected_for_ca_only(store: &Store, record: &NodeRecord) -> bool {
-    store.rejection(&record.id).is_some_and(|r| r.by == crate::store::BY_REJECTED_CA)
+    store.rejection(&record.id).is_some_and(|r| r.by == DecidedBy::RejectedCa)
 }
 
 fn rejected_ca_refusal(ca: &str) -> String {
@@ -427,4 +427,14 @@ fn age(at: Option<&str>) -> String {
         s if s < 172_800 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86_400),
     }
+}
+
+/// `admitted` by an admin's command, with the CA fingerprint they checked.
+fn approved_by_command(id: &NodeId, user: &str, checked: Option<String>, forced: bool) -> AuditEvent {
+    let mut event = AuditEvent::admitted(id.clone(), DecidedBy::Command, Some(user.to_string()));
+    if let AuditEvent::Admitted { checked_ca_sha256, forced_over_rejected_ca, .. } = &mut event {
+        *checked_ca_sha256 = checked;
+        *forced_over_rejected_ca = forced.then_some(true);
+    }
+    event
 }

@@ -3,10 +3,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde_json::json;
-
 use super::{AdminError, Result, TokensCommand, audit, open};
 use crate::clock::now_unix;
+use crate::store::AuditEvent;
 use crate::store::audit::{current_user, token_fingerprint};
 use crate::store::tokens::{self, TokenMeta};
 use crate::terminal::{self, escape};
@@ -33,8 +32,12 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             for t in &made {
                 audit(
                     &store,
-                    "token_added",
-                    json!({"token_sha256_prefix": token_fingerprint(t), "expires_at": meta.expires_at.map(crate::clock::unix_to_rfc3339), "uses": args.uses.unwrap_or(1), "user": user}),
+                    AuditEvent::TokenAdded {
+                        token_sha256_prefix: token_fingerprint(t),
+                        expires_at: meta.expires_at.map(crate::clock::unix_to_rfc3339),
+                        uses: args.uses.unwrap_or(1),
+                        user: user.clone(),
+                    },
                 )?;
             }
             Ok(made.join("\n"))
@@ -82,8 +85,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 store.tokens.revoke(key).map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
             audit(
                 &store,
-                "token_revoked",
-                json!({"token_sha256_prefix": fingerprint, "user": current_user()}),
+                AuditEvent::TokenRevoked { token_sha256_prefix: fingerprint.clone(), user: current_user() },
             )?;
             Ok(format!("revoked the token with SHA-256 {fingerprint}…"))
         }

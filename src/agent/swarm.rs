@@ -284,10 +284,11 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
             && !answer.admitted
             && let Some(id) = crate::store::NodeId::parse(&answer.id)
         {
-            store.approve(&id, "swarm", "swarm").map_err(AgentError::file(store.dir()))?;
+            use crate::store::{AuditEvent, DecidedBy};
+            store.approve(&id, DecidedBy::Swarm, "swarm").map_err(AgentError::file(store.dir()))?;
             store
                 .audit
-                .record("admitted", serde_json::json!({"id": id.as_str(), "by": "swarm", "user": "swarm"}))
+                .record(AuditEvent::admitted(id, DecidedBy::Swarm, Some("swarm".into())))
                 .map_err(AgentError::file(store.dir()))?;
         }
         enrolled.push((answer.id, bodies[i].1.clone()));

@@ -37,12 +37,10 @@
 
 use std::io;
 
-use serde_json::{Value, json};
-
 use super::audit::token_fingerprint;
 use super::ledger::{Holder, Mac};
 use super::tokens::Offer;
-use super::{NodeId, NodeRecord, Store};
+use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store};
 use crate::durable;
 
 /// How far a recovery looks for a record's use among a token's uses.
@@ -120,8 +118,13 @@ impl Store {
             }
             if self.first_of_burst(&ca) {
                 self.audit.record_all(&[
-                    ("announced", announced(&record, !token.is_empty())),
-                    ("rejected", json!({"id": record.id, "by": super::BY_REJECTED_CA, "ca_sha256": ca})),
+                    announced(&record, !token.is_empty()),
+                    AuditEvent::Rejected {
+                        id: record.id.clone(),
+                        by: DecidedBy::RejectedCa,
+                        user: None,
+                        ca_sha256: Some(ca),
+                    },
                 ])?;
             }
             return Ok(Admission { id, outcome: Outcome::RejectedCa });
@@ -147,7 +150,7 @@ impl Store {
                 return Ok(no_room);
             }
             self.write_record(&record)?;
-            self.audit.record("announced", announced(&record, !token.is_empty()))?;
+            self.audit.record(announced(&record, !token.is_empty()))?;
             return Ok(Admission { id, outcome: Outcome::Pending });
         };
         record.token_claim = Some(mac.as_str().to_string());
@@ -195,7 +198,7 @@ impl Store {
         let record_path = self.record_path(&id);
         std::fs::rename(&claim_path, &record_path).map_err(|e| durable::with_path(e, &record_path))?;
         durable::sync_dir(&self.dir.join("nodes")).map_err(|e| durable::with_path(e, &self.dir))?;
-        self.audit.record("announced", announced(&record, true))?;
+        self.audit.record(announced(&record, true))?;
         Ok(Admission { id, outcome: Outcome::Pending })
     }
 
@@ -275,13 +278,13 @@ impl Store {
             // made, and what an admin decided since, stand.
             return Ok(());
         }
-        let mut admitted = json!({"id": record.id, "by": "token"});
-        if !token.is_empty() {
-            admitted["token_sha256_prefix"] = json!(token_fingerprint(token));
+        let mut admitted = AuditEvent::admitted(id.clone(), DecidedBy::Token, None);
+        if let AuditEvent::Admitted { token_sha256_prefix, .. } = &mut admitted {
+            *token_sha256_prefix = (!token.is_empty()).then(|| token_fingerprint(token));
         }
-        let mut events = vec![("announced", announced(record, true)), ("admitted", admitted)];
-        if let Some(version) = delivering {
-            events.push(("trust_delivered", json!({"id": record.id, "bundle_version": version})));
+        let mut events = vec![announced(record, true), admitted];
+        if let Some(bundle_version) = delivering {
+            events.push(AuditEvent::TrustDelivered { id: id.clone(), bundle_version });
         }
         // No `delivered/<id>` for an answer that carries the trust: it would
         // cost an inode per admission, and janusd does not poll once its
@@ -291,12 +294,12 @@ impl Store {
         // approval last: until it exists the record is listed as unsettled,
         // so a crash anywhere here is found and finished by a recovery.
         record.admitted = true;
-        record.admitted_by = Some("token".into());
+        record.admitted_by = Some(DecidedBy::Token.to_string());
         // One after the other on this (blocking-pool) thread: a thread of
         // their own per admission would mean a thousand in a boot storm.
         self.write_record(record)?;
         self.audit.record_all(&events)?;
-        self.approve(&id, "token", "")
+        self.approve(&id, DecidedBy::Token, "")
     }
 
     /// The earlier node that spent a use of `mac` with the CA `fresh`
@@ -342,14 +345,15 @@ impl Store {
         } else if !self.is_approved(&id) {
             return Ok(None);
         }
-        self.audit.record(
-            "readmitted",
-            json!({
-                "id": earlier.id, "by": "token", "token_sha256_prefix": token_fingerprint(token),
-                "peer_address": fresh.peer_address, "address": fresh.address,
-                "ca_sha256": fresh.ca_sha256, "bundle_version": bundle_version,
-            }),
-        )?;
+        self.audit.record(AuditEvent::Readmitted {
+            id: earlier.id.clone(),
+            by: DecidedBy::Token,
+            token_sha256_prefix: token_fingerprint(token),
+            peer_address: fresh.peer_address.clone(),
+            address: fresh.address.clone(),
+            ca_sha256: fresh.ca_sha256.clone(),
+            bundle_version,
+        })?;
         // The process that claimed the use may have died before blanking it.
         let mac = self.tokens.ledger.mac(token)?;
         let uses = match self.tokens.offer(token)? {
@@ -383,10 +387,13 @@ fn stall_after_claim() {
 }
 
 /// The `announced` event: what the node said, never its secret or token.
-fn announced(record: &NodeRecord, token_presented: bool) -> Value {
-    json!({
-        "id": record.id, "name": record.name, "address": record.address,
-        "peer_address": record.peer_address, "ca_sha256": record.ca_sha256,
-        "token_presented": token_presented,
-    })
+fn announced(record: &NodeRecord, token_presented: bool) -> AuditEvent {
+    AuditEvent::Announced {
+        id: record.id.clone(),
+        name: record.name.clone(),
+        address: record.address.clone(),
+        peer_address: record.peer_address.clone(),
+        ca_sha256: record.ca_sha256.clone(),
+        token_presented,
+    }
 }

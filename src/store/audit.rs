@@ -20,6 +20,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::{Map, Value, json};
 
+use super::event::AuditEvent;
 use crate::durable::with_path;
 
 /// The single trail earlier versions wrote: still read, never written.
@@ -149,21 +150,22 @@ impl Audit {
     }
 
     /// Appends `{"at", "event", ...fields}` durably.
-    pub fn record(&self, event: &str, fields: Value) -> io::Result<()> {
-        self.record_all(&[(event, fields)])
+    pub fn record(&self, event: AuditEvent) -> io::Result<()> {
+        self.record_all(&[event])
     }
 
-    /// Appends several events with one write and one `fsync`.
-    pub fn record_all(&self, events: &[(&str, Value)]) -> io::Result<()> {
+    /// Appends several events with one write and one `fsync`. Each line is
+    /// the event's JSON value with `at` added, keys sorted, as every
+    /// version wrote them.
+    pub fn record_all(&self, events: &[AuditEvent]) -> io::Result<()> {
         let at = crate::clock::now_rfc3339_millis();
         let mut bytes = Vec::new();
-        for (event, fields) in events {
-            let mut line = Map::new();
+        for event in events {
+            let mut line = match serde_json::to_value(event).map_err(io::Error::other)? {
+                Value::Object(fields) => fields,
+                _ => Map::new(),
+            };
             line.insert("at".into(), json!(at));
-            line.insert("event".into(), json!(event));
-            if let Value::Object(fields) = fields {
-                line.extend(fields.clone());
-            }
             serde_json::to_writer(&mut bytes, &Value::Object(line)).map_err(io::Error::other)?;
             bytes.push(b'\n');
         }
@@ -251,16 +253,26 @@ pub fn user_name(uid: u32) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::{DecidedBy, NodeId};
 
     #[test]
     fn appends_lines_and_finds_a_nodes_history() {
         let dir = tempfile::tempdir().unwrap();
         let audit = Audit::new(dir.path());
-        audit.record("announced", json!({"id": "a1", "name": "x"})).unwrap();
-        audit.record("announced", json!({"id": "b2"})).unwrap();
-        audit.record("admitted", json!({"id": "a1", "by": "token"})).unwrap();
-        audit.record("admitted", json!({"id": "a1", "by": "token"})).unwrap();
-        let history = audit.history("a1").unwrap();
+        let (a1, b2) = (NodeId::generate(), NodeId::generate());
+        let announced = |id: &NodeId| AuditEvent::Announced {
+            id: id.clone(),
+            name: "x".into(),
+            address: "10.0.2.15:9505".into(),
+            peer_address: None,
+            ca_sha256: None,
+            token_presented: false,
+        };
+        audit.record(announced(&a1)).unwrap();
+        audit.record(announced(&b2)).unwrap();
+        audit.record(AuditEvent::admitted(a1.clone(), DecidedBy::Token, None)).unwrap();
+        audit.record(AuditEvent::admitted(a1.clone(), DecidedBy::Token, None)).unwrap();
+        let history = audit.history(a1.as_str()).unwrap();
         assert_eq!(history.len(), 2);
         assert_eq!(history[1]["by"], "token");
         assert!(history[0]["at"].as_str().unwrap().ends_with('Z'));

@@ -13,9 +13,7 @@
 use std::io;
 use std::time::Duration;
 
-use serde_json::json;
-
-use super::{Pending, Store};
+use super::{AuditEvent, DecidedBy, Pending, Store};
 
 /// How old an unfinished token admission must be before maintenance
 /// finishes it: far longer than any admission takes.
@@ -73,10 +71,12 @@ impl Store {
                 // and whoever sees that finds the reason in the trail (a crash
                 // in between repeats the event, which readers drop).
                 let forgotten = self.forget_expired(&id, || {
-                    self.audit.record(
-                        "forgotten",
-                        json!({"id": id, "by": "expiry", "reason": "pending longer than the limit"}),
-                    )
+                    self.audit.record(AuditEvent::forgotten(
+                        id.clone(),
+                        DecidedBy::Expiry,
+                        None,
+                        Some("pending longer than the limit"),
+                    ))
                 })?;
                 if forgotten {
                     tracing::info!(node = %id, "forgot a pending node past the age limit");
@@ -87,10 +87,12 @@ impl Store {
             report.pending += 1;
         }
         for id in self.expire_rejected_duplicates(now, max_age)? {
-            self.audit.record(
-                "forgotten",
-                json!({"id": id, "by": "expiry", "reason": "a rejected CA's announcement older than the limit"}),
-            )?;
+            self.audit.record(AuditEvent::forgotten(
+                id.clone(),
+                DecidedBy::Expiry,
+                None,
+                Some("a rejected CA's announcement older than the limit"),
+            ))?;
             tracing::info!(node = %id, "forgot a rejected CA's announcement past the age limit");
             report.forgotten += 1;
         }

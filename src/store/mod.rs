@@ -15,6 +15,7 @@
 
 pub mod admission;
 pub mod audit;
+pub mod event;
 pub mod format;
 pub mod id;
 pub mod ledger;
@@ -89,6 +90,7 @@ fn refuse_world_writable(dir: &Path) -> io::Result<()> {
 
 pub use audit::Audit;
 pub use durable::write_atomic;
+pub use event::{AuditEvent, DecidedBy};
 pub use id::NodeId;
 pub use on_pool::AsyncStore;
 pub use tokens::Tokens;
@@ -218,17 +220,15 @@ pub enum NodeState {
 /// write into `approved/<id>`; an empty file (`touch`) is its owner's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approval {
-    /// What made it: `token`, `command`, `policy`, or `file` for a hand-made one.
-    pub by: String,
+    /// What made it: a token, a command, the admission command; a
+    /// hand-made file (empty, or not ours) is the file's.
+    pub by: DecidedBy,
     /// Who: the admin user, or the owner of a hand-made file.
     pub user: String,
 }
 
 const SUBDIRS: [&str; 7] =
     ["nodes", "approved", "rejected", "delivered", "rejected-cas", ledger::LEDGER_DIR, audit::AUDIT_DIR];
-
-/// How `rejected/<id>` names a record rejected because its CA was.
-pub const BY_REJECTED_CA: &str = "rejected-ca";
 
 /// How old a `.tmp-*` file must be before startup takes it for a crash's leftover.
 const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -500,9 +500,8 @@ impl Store {
     }
 
     /// Creates `approved/<id>` durably, saying who approved (idempotent).
-    pub fn approve(&self, id: &NodeId, by: &str, user: &str) -> io::Result<()> {
-        let note =
-            serde_json::to_vec(&Approval { by: by.into(), user: user.into() }).map_err(io::Error::other)?;
+    pub fn approve(&self, id: &NodeId, by: DecidedBy, user: &str) -> io::Result<()> {
+        let note = serde_json::to_vec(&Approval { by, user: user.into() }).map_err(io::Error::other)?;
         self.write_file(&self.approval_path(id), &note)
     }
 
@@ -519,7 +518,7 @@ impl Store {
         let note = durable::read_fresh(&path).unwrap_or_default();
         Some(
             serde_json::from_slice(&note).unwrap_or_else(|_| Approval {
-                by: "approval-file".into(),
+                by: DecidedBy::ApprovalFile,
                 user: audit::user_name(meta.uid()),
             }),
         )
@@ -536,7 +535,7 @@ impl Store {
         let note = durable::read_fresh(&self.marker("rejected", id)).ok()?;
         Some(
             serde_json::from_slice(&note)
-                .unwrap_or_else(|_| Approval { by: "rejection-file".into(), user: "".into() }),
+                .unwrap_or_else(|_| Approval { by: DecidedBy::RejectionFile, user: "".into() }),
         )
     }
 
@@ -544,14 +543,14 @@ impl Store {
     /// from its CA alone and an admin made `approved/<id>` anyway.
     pub fn poll_refused(&self, id: &NodeId) -> bool {
         self.is_rejected(id)
-            && !(self.is_approved(id) && self.rejection(id).is_some_and(|r| r.by == BY_REJECTED_CA))
+            && !(self.is_approved(id) && self.rejection(id).is_some_and(|r| r.by == DecidedBy::RejectedCa))
     }
 
     /// Marks `id` rejected (its polls get 404) and withdraws any approval;
     /// its CA (`ca_sha256`) is rejected too, so the node's later
     /// announcements are rejected at once.
     pub fn reject(&self, id: &NodeId, ca_sha256: &str, user: &str) -> io::Result<()> {
-        let note = serde_json::to_vec(&Approval { by: "command".into(), user: user.into() })
+        let note = serde_json::to_vec(&Approval { by: DecidedBy::Command, user: user.into() })
             .map_err(io::Error::other)?;
         if is_sha256_hex(ca_sha256) {
             let why = serde_json::to_vec(&serde_json::json!({"id": id.as_str(), "user": user}))
@@ -564,7 +563,7 @@ impl Store {
 
     /// Marks `id` rejected because its CA is (audited by the caller).
     pub fn reject_for_ca(&self, id: &NodeId) -> io::Result<()> {
-        let note = serde_json::to_vec(&Approval { by: BY_REJECTED_CA.into(), user: String::new() })
+        let note = serde_json::to_vec(&Approval { by: DecidedBy::RejectedCa, user: String::new() })
             .map_err(io::Error::other)?;
         self.write_file(&self.marker("rejected", id), &note)
     }
@@ -590,7 +589,7 @@ impl Store {
     /// never does.
     pub fn forget(&self, id: &NodeId) -> io::Result<Option<String>> {
         let mut lifted = None;
-        if self.rejection(id).is_some_and(|r| r.by == "command")
+        if self.rejection(id).is_some_and(|r| r.by == DecidedBy::Command)
             && let Some(ca) = self.read_record(id).ok().flatten().and_then(|r| r.ca_sha256)
             && self.ca_rejected_as(&ca).as_ref() == Some(id)
         {
@@ -620,7 +619,7 @@ impl Store {
         self.write_file(&path, &serde_json::to_vec(&note).map_err(io::Error::other)?)?;
         Ok(previous.filter(|p| {
             p != id
-                && self.rejection(p).is_some_and(|r| r.by == BY_REJECTED_CA)
+                && self.rejection(p).is_some_and(|r| r.by == DecidedBy::RejectedCa)
                 && self.ca_rejected_as(ca_sha256).as_ref() != Some(p)
         }))
     }
@@ -656,7 +655,7 @@ impl Store {
                 .as_deref()
                 .and_then(|t| time::OffsetDateTime::parse(t, rfc3339).ok())
                 .map(|t| t.unix_timestamp());
-            let by_ca = self.rejection(&latest).is_some_and(|r| r.by == BY_REJECTED_CA);
+            let by_ca = self.rejection(&latest).is_some_and(|r| r.by == DecidedBy::RejectedCa);
             if !by_ca
                 || announced.is_none_or(|t| now - t <= max_age)
                 || self.ca_rejected_as(&ca).as_ref() == Some(&latest)

@@ -21,7 +21,7 @@ use super::admission::Admission;
 use super::format::FormatError;
 use super::maintain::{MaintenanceLimits, Report};
 use super::poll::PollAnswer;
-use super::{NodeId, NodeRecord, Store, Unhealthy};
+use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store, Unhealthy};
 
 /// A health result is reused for this long: `/healthz` is the benchmark's
 /// ceiling, so it must not cost a file write per request.
@@ -103,8 +103,8 @@ impl AsyncStore {
     /// Approves `id` for the admission command `program`, audited.
     pub async fn admit_by_policy(&self, id: NodeId, program: String) -> io::Result<()> {
         self.on_pool(move |store| {
-            store.approve(&id, "policy", &program)?;
-            store.audit.record("admitted", serde_json::json!({"id": id, "by": "policy", "user": program}))
+            store.approve(&id, DecidedBy::Policy, &program)?;
+            store.audit.record(AuditEvent::admitted(id, DecidedBy::Policy, Some(program)))
         })
         .await
     }

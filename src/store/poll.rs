@@ -10,10 +10,9 @@
 
 use std::io;
 
-use serde_json::json;
 use subtle::ConstantTimeEq;
 
-use super::{Approval, NodeId, NodeRecord, Store};
+use super::{Approval, AuditEvent, DecidedBy, NodeId, NodeRecord, Store};
 use crate::pki::sha256_hex;
 
 /// What a poll is answered.
@@ -62,14 +61,15 @@ impl Store {
         let mut events = Vec::new();
         // A `touch`ed approval has no event yet: the node learns it now. Over a
         // rejected CA it wins (the admin acted on purpose), and says so.
-        if approval.by == "approval-file" {
-            let over_rejected_ca = self.is_rejected(id);
-            events.push((
-                "admitted",
-                json!({"id": id, "by": "approval-file", "user": approval.user, "over_rejected_ca": over_rejected_ca}),
-            ));
+        if approval.by == DecidedBy::ApprovalFile {
+            let mut admitted =
+                AuditEvent::admitted(id.clone(), DecidedBy::ApprovalFile, Some(approval.user.clone()));
+            if let AuditEvent::Admitted { over_rejected_ca, .. } = &mut admitted {
+                *over_rejected_ca = Some(self.is_rejected(id));
+            }
+            events.push(admitted);
         }
-        events.push(("trust_delivered", json!({"id": id, "bundle_version": bundle_version})));
+        events.push(AuditEvent::TrustDelivered { id: id.clone(), bundle_version });
         self.audit.record_all(&events)?;
         self.mark_delivered(id)?;
         Ok(())

@@ -33,7 +33,6 @@ use std::path::{Path, PathBuf};
 use std::sync::{Condvar, Mutex};
 
 use serde::Serialize;
-use serde_json::json;
 
 mod file;
 mod meta;
@@ -45,6 +44,7 @@ use meta::MetaCache;
 pub use meta::{MetaUnreadable, TokenMeta};
 pub use tidier::Tidier;
 
+use super::AuditEvent;
 use super::audit::{Audit, token_fingerprint};
 use super::ledger::{Ledger, Mac};
 use crate::clock::now_unix;
@@ -188,7 +188,7 @@ impl Tokens {
             if entry.expired(now) {
                 if !entry.expiry_audited {
                     audit
-                        .record("token_expired", json!({"token_sha256_prefix": token_fingerprint(token)}))?;
+                        .record(AuditEvent::TokenExpired { token_sha256_prefix: token_fingerprint(token) })?;
                     expired += 1;
                     if let Some(entry) = meta.get_mut(&hash) {
                         entry.expiry_audited = true;
