@@ -11,6 +11,8 @@
 #   scripts/replicas-on-gluster.sh            # default volume options (CI)
 #   scripts/replicas-on-gluster.sh --tuned    # every client cache off, to compare
 #   scripts/replicas-on-gluster.sh polls_and_health   # only the tests whose names contain this
+#   JANUS_GLUSTER_SERVER_BIN=/path/to/janus-registration scripts/replicas-on-gluster.sh polls_and_health
+#                                             # the latency test against another build (A/B)
 # The tests run one at a time: the latency test's figures are its own.
 set -euo pipefail
 tuned=""

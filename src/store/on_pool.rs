@@ -8,12 +8,11 @@
 //!
 //! Invariants: one hand-off per request (a poll's read and `stat`s, an
 //! announcement's whole admission, each in one closure); `/healthz` never
-//! waits behind another request's check: it answers the last result while
-//! a check runs, and 503 once no check has finished for
-//! [`HEALTH_STALL`].
+//! waits on the file system but at its very first request: it answers the
+//! last result while the next check runs in the background, and 503 once a
+//! check has run for [`HEALTH_STALL`] without finishing.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -42,8 +41,8 @@ pub struct AsyncStore {
 struct HealthCache {
     /// The last finished check and when it finished.
     last: Mutex<Option<(Instant, Result<(), Unhealthy>)>>,
-    /// A check is running on the pool.
-    checking: AtomicBool,
+    /// When the check running now started.
+    running_since: Mutex<Option<Instant>>,
 }
 
 impl AsyncStore {
@@ -121,23 +120,38 @@ impl AsyncStore {
         .await
     }
 
-    /// Whether the state can be relied on ([`Store::check_health`]),
-    /// checked at most once per [`HEALTH_FRESH`], never waited for twice.
+    /// Whether the state can be relied on ([`Store::check_health`]). A
+    /// result is reused for [`HEALTH_FRESH`]; an older one is answered at
+    /// once while a new check runs in the background, so no probe waits on
+    /// the file system but the very first; once no check has finished for
+    /// [`HEALTH_STALL`], the answer is that the state is stalled.
     pub async fn health(&self) -> Result<(), Unhealthy> {
         let last = self.health.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        if let Some((at, result)) = &last
-            && at.elapsed() < HEALTH_FRESH
-        {
-            return result.clone();
+        let Some((at, result)) = last else { return self.check_health_now().await };
+        if at.elapsed() < HEALTH_FRESH {
+            return result;
         }
-        let another_running = self.health.checking.swap(true, Ordering::AcqRel);
-        if another_running {
-            // Its predecessor's result, unless that is so old the check
-            // itself must be stuck; the very first check is waited for.
-            match last {
-                Some((at, result)) if at.elapsed() < HEALTH_STALL => return result,
-                Some(_) => return Err(stalled()),
-                None => {}
+        let running_since = *self.health.running_since.lock().unwrap_or_else(|e| e.into_inner());
+        match running_since {
+            Some(since) if since.elapsed() >= HEALTH_STALL => Err(stalled()),
+            Some(_) => result,
+            // An idle server's last result is too old to answer with.
+            None if at.elapsed() >= HEALTH_STALL => self.check_health_now().await,
+            None => {
+                let this = self.clone();
+                tokio::spawn(async move { this.check_health_now().await });
+                result
+            }
+        }
+    }
+
+    /// A health check on the pool, its result kept; while it runs, others
+    /// answer the previous result.
+    async fn check_health_now(&self) -> Result<(), Unhealthy> {
+        {
+            let mut running = self.health.running_since.lock().unwrap_or_else(|e| e.into_inner());
+            if running.is_none() {
+                *running = Some(Instant::now());
             }
         }
         let cache = self.health.clone();
@@ -149,9 +163,7 @@ impl AsyncStore {
                 Ok(result)
             })
             .await;
-        if !another_running {
-            self.health.checking.store(false, Ordering::Release);
-        }
+        *self.health.running_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
         checked.unwrap_or_else(|e| Err(Unhealthy(e.to_string())))
     }
 

@@ -301,6 +301,7 @@ fn percentile(samples: &mut [f64], p: f64) -> f64 {
 /// What a replica on GlusterFS answers to polls and `/healthz` while a
 /// 64-in-flight token burst writes through it: the latencies are printed
 /// (`gluster latency:`), never asserted; every poll and probe must succeed.
+/// `JANUS_GLUSTER_SERVER_BIN` runs another build as the replica (A/B).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs two GlusterFS mounts: scripts/replicas-on-gluster.sh sets them up and runs it"]
 async fn polls_and_health_checks_during_a_token_burst_on_gluster() {
@@ -315,7 +316,15 @@ async fn polls_and_health_checks_during_a_token_burst_on_gluster() {
         (0..BURST + POLLED).map(|i| format!("latency-token-{i:04}-{:08x}", rand::random::<u32>())).collect();
     std::fs::write(state.join("tokens"), tokens.join("\n") + "\n").unwrap();
     let fx = Arc::new(Fixture::new());
-    let replica = Process::start(&replica_args(&fx, &state));
+    // Another build of the server may be measured (the same test, A/B).
+    let replica = match std::env::var_os("JANUS_GLUSTER_SERVER_BIN") {
+        Some(bin) => {
+            let mut command = std::process::Command::new(bin);
+            command.args(replica_args(&fx, &state));
+            Process::start_command(command)
+        }
+        None => Process::start(&replica_args(&fx, &state)),
+    };
     let addr = replica.addr;
     let mut polled = Vec::new();
     for (i, token) in tokens[..POLLED].iter().enumerate() {
