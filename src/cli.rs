@@ -446,7 +446,7 @@ pub struct ServeArgs {
     /// for an admin (counted in metrics, logged once a minute).
     #[arg(long, env = "JANUS_REGISTRATION_ADMISSION_QUEUE", default_value_t = DEFAULT_QUEUE)]
     pub admission_queue: usize,
-    /// How often the fleet and certificate files are checked for changes, besides watch events.
+    /// How often the fleet and certificate files are checked for changes.
     #[arg(long, env = "JANUS_REGISTRATION_RELOAD_EVERY", value_parser = parse_duration, default_value = "5s")]
     pub reload_every: Duration,
     /// How often pending records are counted and expired records and tokens dropped.

@@ -317,9 +317,29 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
     File::open(dir)?.sync_all()
 }
 
-/// An I/O error that says which file it is about, as every message we print must.
+/// An I/O error that says which file it is about, as every message we print
+/// must; the original stays its [`std::error::Error::source`] (with its OS
+/// error code: [`os_error`]), and its kind is kept.
 pub fn with_path(error: io::Error, path: &Path) -> io::Error {
-    io::Error::new(error.kind(), format!("{}: {error}", path.display()))
+    io::Error::new(error.kind(), AtPath { path: path.to_path_buf(), source: error })
+}
+
+/// An error about the file at `path`.
+#[derive(Debug, thiserror::Error)]
+#[error("{}: {source}", path.display())]
+pub struct AtPath {
+    /// The file.
+    pub path: PathBuf,
+    /// What went wrong.
+    #[source]
+    pub source: io::Error,
+}
+
+/// The OS error code of `error`, or of the error it wraps ([`with_path`]).
+pub fn os_error(error: &io::Error) -> Option<i32> {
+    error.raw_os_error().or_else(|| {
+        error.get_ref().and_then(|inner| inner.downcast_ref::<AtPath>()).and_then(|at| os_error(&at.source))
+    })
 }
 
 fn parent_of(path: &Path) -> &Path {
@@ -338,6 +358,17 @@ fn temp_path(dir: &Path, path: &Path) -> PathBuf {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn with_path_names_the_file_and_keeps_the_cause() {
+        let error = with_path(io::Error::from_raw_os_error(28), Path::new("/state/nodes/x.json"));
+        assert_eq!(error.kind(), io::ErrorKind::StorageFull);
+        assert!(error.to_string().starts_with("/state/nodes/x.json: "), "{error}");
+        assert_eq!(os_error(&error), Some(28));
+        let again = with_path(error, Path::new("/state"));
+        assert_eq!(os_error(&again), Some(28));
+        assert!(std::error::Error::source(again.get_ref().unwrap()).is_some());
+    }
 
     #[test]
     fn replaces_whole_file_with_mode() {

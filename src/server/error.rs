@@ -9,6 +9,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::protocol::{ErrorBody, Refusal};
+use crate::store::StoreError;
 
 /// Every error answer: one place maps each to its status and JSON body.
 #[derive(Debug, thiserror::Error)]
@@ -36,9 +37,9 @@ pub enum ApiError {
     /// writes nothing until an upgrade (503; the node retries).
     #[error("{0}")]
     StateFormat(String),
-    /// Our fault (500); the text is logged, not sent.
+    /// Our fault (500); the cause is logged (with its sources), not sent.
     #[error("internal error: {0}")]
-    Internal(String),
+    Internal(#[source] std::io::Error),
 }
 
 impl From<Refusal> for ApiError {
@@ -47,20 +48,14 @@ impl From<Refusal> for ApiError {
     }
 }
 
-impl From<std::io::Error> for ApiError {
-    fn from(e: std::io::Error) -> Self {
-        // The store's refusals that are not faults: the node retries later.
-        let refusal = e.get_ref().and_then(|inner| {
-            inner
-                .downcast_ref::<crate::store::tokens::MetaUnreadable>()
-                .map(|why| ApiError::Unavailable(why.to_string()))
-                .or_else(|| {
-                    inner
-                        .downcast_ref::<crate::store::format::FormatError>()
-                        .map(|why| ApiError::StateFormat(why.to_string()))
-                })
-        });
-        refusal.unwrap_or_else(|| ApiError::Internal(e.to_string()))
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            // Not faults: the node retries later.
+            StoreError::TokenMeta(why) => ApiError::Unavailable(why.to_string()),
+            StoreError::Format(why) => ApiError::StateFormat(why.to_string()),
+            StoreError::Io(cause) => ApiError::Internal(cause),
+        }
     }
 }
 
@@ -89,7 +84,7 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let message = match &self {
             ApiError::Internal(cause) => {
-                tracing::error!(cause = %cause, "request failed");
+                tracing::error!(cause = %cause, os_error = crate::durable::os_error(cause), "request failed");
                 "internal error".to_string()
             }
             other => other.to_string(),
@@ -123,7 +118,7 @@ mod tests {
             ApiError::TooMany(std::time::Duration::from_secs(3)),
             ApiError::Unavailable("x".into()),
             ApiError::StateFormat("z".into()),
-            ApiError::Internal("y".into()),
+            ApiError::Internal(std::io::Error::other("y")),
         ];
         for e in all {
             assert_ne!(e.status(), StatusCode::CONFLICT);

@@ -75,7 +75,7 @@ pub struct ServeConfig {
     pub limits: limits::LimitsConfig,
     /// The admission command, if any.
     pub admission: Option<policy::PolicyConfig>,
-    /// How often the fleet and certificate files are looked at, besides watch events.
+    /// How often the fleet and certificate files are looked at for changes.
     pub reload_every: Duration,
     /// How often pending records are counted and expired ones forgotten.
     pub maintenance_every: Duration,
@@ -305,11 +305,13 @@ pub fn bind(addr: &str) -> std::io::Result<std::net::TcpListener> {
         .to_socket_addrs()?
         .next()
         .ok_or_else(|| std::io::Error::other(format!("{addr} resolves to nothing")))?;
-    let socket = socket2::Socket::new(socket2::Domain::for_address(addr), socket2::Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    socket.bind(&addr.into())?;
-    socket.listen(LISTEN_BACKLOG)?;
-    Ok(socket.into())
+    use rustix::net::{AddressFamily, SocketFlags, SocketType};
+    let family = if addr.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
+    let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
+    rustix::net::sockopt::set_socket_reuseaddr(&socket, true)?;
+    rustix::net::bind(&socket, &addr)?;
+    rustix::net::listen(&socket, LISTEN_BACKLOG)?;
+    Ok(std::net::TcpListener::from(socket))
 }
 
 /// The routes: `POST /register`, `GET /register/{id}`, `GET /healthz`; 404 for the rest.
@@ -340,7 +342,7 @@ impl Prepared {
             .store
             .lay_out()
             .await
-            .map_err(|e| std::io::Error::new(e.kind(), format!("the state directory is not usable: {e}")))?;
+            .map_err(|e| std::io::Error::other(format!("the state directory is not usable: {e}")))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         let rustls = RustlsConfig::from_config(Arc::new(

@@ -3,16 +3,15 @@
 //! (or handshake). A bad one is refused with a logged error and the last good
 //! one kept.
 //!
-//! Watch events (notify) are hints that make a change take effect at once;
-//! correctness does not depend on them: a periodic look at the files' size,
-//! mtime and inode catches whatever an event missed.
+//! A change is found by a periodic look at the files' size, mtime and inode
+//! (`--reload-every`, 5 s by default): no file-watch thread, and a renamed
+//! Kubernetes `..data` link, an editor's rename or a network filesystem's
+//! change are all caught the same way.
 
 use std::os::unix::fs::MetadataExt;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
-
-use notify::Watcher;
 
 use super::{App, ServedTrust};
 use crate::pki::{Fleet, ServedIdentity};
@@ -38,68 +37,29 @@ fn stamp(paths: &[PathBuf]) -> Stamp {
         .collect()
 }
 
-/// Runs until the runtime stops: reloads on watch events and every `every`.
+/// Runs until the runtime stops: looks at the files every `every` (on the
+/// blocking pool: a `stat` on a hung mount must not stall a worker) and
+/// reloads what changed.
 pub async fn run(app: Arc<App>, cert: Arc<CurrentCert>, watched: Watched, every: Duration) {
     let fleet_files = vec![watched.fleet.join("root.crt"), watched.fleet.join("bundle.json")];
     let cert_files = vec![watched.cert.clone(), watched.key.clone()];
-    let (hint, mut hints) = tokio::sync::mpsc::channel::<()>(1);
-    // Watch the directories (atomic renames replace the files' inodes), and
-    // wake up only for events about our files, or their temp files.
-    let names: Vec<std::ffi::OsString> =
-        fleet_files.iter().chain(&cert_files).filter_map(|p| p.file_name().map(|n| n.to_owned())).collect();
-    let watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        let ours = match &event {
-            Ok(event) => event.paths.iter().any(|p| {
-                p.file_name().is_some_and(|n| {
-                    names
-                        .iter()
-                        .any(|name| n == name || n.to_string_lossy().contains(&*name.to_string_lossy()))
-                })
-            }),
-            Err(_) => true,
-        };
-        if ours {
-            let _ = hint.try_send(());
-        }
-    });
-    let _watcher = match watcher {
-        Ok(mut w) => {
-            let mut dirs: Vec<PathBuf> =
-                fleet_files.iter().chain(&cert_files).filter_map(|p| p.parent().map(PathBuf::from)).collect();
-            dirs.sort();
-            dirs.dedup();
-            for dir in dirs {
-                let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
-                if let Err(e) = w.watch(&dir, notify::RecursiveMode::NonRecursive) {
-                    tracing::warn!(dir = %dir.display(), cause = %e, "cannot watch; relying on the periodic check");
-                }
-            }
-            Some(w)
-        }
-        Err(e) => {
-            tracing::warn!(cause = %e, "no file watcher; relying on the periodic check");
-            None
-        }
+    let stamps = |fleet: Vec<PathBuf>, cert: Vec<PathBuf>| async move {
+        tokio::task::spawn_blocking(move || (stamp(&fleet), stamp(&cert))).await.ok()
     };
-    let mut fleet_seen = stamp(&fleet_files);
-    let mut cert_seen = stamp(&cert_files);
+    let Some((mut fleet_seen, mut cert_seen)) = stamps(fleet_files.clone(), cert_files.clone()).await else {
+        return;
+    };
     loop {
-        tokio::select! {
-            _ = hints.recv() => {
-                // Let a burst of events (temp file, rename) settle.
-                tokio::time::sleep(Duration::from_millis(100)).await;
-                while hints.try_recv().is_ok() {}
-            }
-            _ = tokio::time::sleep(every) => {}
-        }
-        let now = stamp(&fleet_files);
-        if now != fleet_seen {
-            fleet_seen = now;
+        tokio::time::sleep(every).await;
+        let Some((fleet_now, cert_now)) = stamps(fleet_files.clone(), cert_files.clone()).await else {
+            continue;
+        };
+        if fleet_now != fleet_seen {
+            fleet_seen = fleet_now;
             reload_fleet(&app, &watched).await;
         }
-        let now = stamp(&cert_files);
-        if now != cert_seen {
-            cert_seen = now;
+        if cert_now != cert_seen {
+            cert_seen = cert_now;
             if let Some(not_after) = reload_cert(&cert, &watched).await {
                 app.metrics.cert_not_after.set(not_after);
             }

@@ -230,9 +230,7 @@ pub fn current_user() -> String {
 }
 
 fn current_uid() -> u32 {
-    use std::os::unix::fs::MetadataExt;
-    // The owner of a file this process just made is its uid.
-    std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(u32::MAX)
+    rustix::process::getuid().as_raw()
 }
 
 /// The name of `uid` from /etc/passwd, or `uid:N`.

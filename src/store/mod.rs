@@ -15,6 +15,7 @@
 
 pub mod admission;
 pub mod audit;
+pub mod error;
 pub mod event;
 pub mod format;
 pub mod id;
@@ -90,6 +91,7 @@ fn refuse_world_writable(dir: &Path) -> io::Result<()> {
 
 pub use audit::Audit;
 pub use durable::write_atomic;
+pub use error::StoreError;
 pub use event::{AuditEvent, DecidedBy};
 pub use id::NodeId;
 pub use on_pool::AsyncStore;

@@ -20,7 +20,7 @@ use super::admission::Admission;
 use super::format::FormatError;
 use super::maintain::{MaintenanceLimits, Report};
 use super::poll::PollAnswer;
-use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store, Unhealthy};
+use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store, StoreError, Unhealthy};
 
 /// A health result is reused for this long: `/healthz` is the benchmark's
 /// ceiling, so it must not cost a file write per request.
@@ -55,11 +55,12 @@ impl AsyncStore {
     async fn on_pool<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Store) -> io::Result<T> + Send + 'static,
-    ) -> io::Result<T> {
+    ) -> Result<T, StoreError> {
         let store = self.store.clone();
-        tokio::task::spawn_blocking(move || work(&store))
-            .await
-            .unwrap_or_else(|e| Err(io::Error::other(format!("a state task failed: {e}"))))
+        match tokio::task::spawn_blocking(move || work(&store)).await {
+            Ok(done) => done.map_err(StoreError::from),
+            Err(e) => Err(StoreError::Io(io::Error::other(format!("a state task failed: {e}")))),
+        }
     }
 
     /// Why nothing may be written now (memory only: no file is read).
@@ -68,7 +69,7 @@ impl AsyncStore {
     }
 
     /// Lays the state directory out ([`Store::lay_out`]).
-    pub async fn lay_out(&self) -> io::Result<()> {
+    pub async fn lay_out(&self) -> Result<(), StoreError> {
         self.on_pool(|store| store.lay_out()).await
     }
 
@@ -79,17 +80,22 @@ impl AsyncStore {
         token: String,
         bundle_version: u64,
         room: bool,
-    ) -> io::Result<Admission> {
+    ) -> Result<Admission, StoreError> {
         self.on_pool(move |store| store.announce(record, &token, bundle_version, room)).await
     }
 
     /// [`Store::poll`].
-    pub async fn poll(&self, id: NodeId, secret: Vec<u8>, bundle_version: u64) -> io::Result<PollAnswer> {
+    pub async fn poll(
+        &self,
+        id: NodeId,
+        secret: Vec<u8>,
+        bundle_version: u64,
+    ) -> Result<PollAnswer, StoreError> {
         self.on_pool(move |store| store.poll(&id, &secret, bundle_version)).await
     }
 
     /// The record of `id` while no admin (nor anything else) decided on it.
-    pub async fn undecided_record(&self, id: NodeId) -> io::Result<Option<NodeRecord>> {
+    pub async fn undecided_record(&self, id: NodeId) -> Result<Option<NodeRecord>, StoreError> {
         self.on_pool(move |store| {
             if store.is_approved(&id) || store.is_rejected(&id) {
                 return Ok(None);
@@ -100,7 +106,7 @@ impl AsyncStore {
     }
 
     /// Approves `id` for the admission command `program`, audited.
-    pub async fn admit_by_policy(&self, id: NodeId, program: String) -> io::Result<()> {
+    pub async fn admit_by_policy(&self, id: NodeId, program: String) -> Result<(), StoreError> {
         self.on_pool(move |store| {
             store.approve(&id, DecidedBy::Policy, &program)?;
             store.audit.record(AuditEvent::admitted(id, DecidedBy::Policy, Some(program)))
@@ -110,7 +116,7 @@ impl AsyncStore {
 
     /// One maintenance pass ([`Store::maintain`]), after removing what
     /// crashes left behind when `first` (the server's first pass).
-    pub async fn maintain(&self, first: bool, limits: MaintenanceLimits) -> io::Result<Report> {
+    pub async fn maintain(&self, first: bool, limits: MaintenanceLimits) -> Result<Report, StoreError> {
         self.on_pool(move |store| {
             if first {
                 store.remove_leftovers();

@@ -250,9 +250,14 @@ pub async fn try_post(client: &Endpoint, body: &[u8]) -> Option<Answer> {
 }
 
 pub async fn get(client: &Endpoint, path: &str, bearer: Option<&str>) -> Answer {
+    try_get(client, path, bearer).await.expect("the endpoint answers")
+}
+
+/// The answer, or `None` when the connection failed (closed at accept, say).
+pub async fn try_get(client: &Endpoint, path: &str, bearer: Option<&str>) -> Option<Answer> {
     let headers = bearer.map(|s| vec![("Authorization", format!("Bearer {s}"))]).unwrap_or_default();
     let request = Request { method: "GET", path, headers, body: None };
-    client.send(&request).await.expect("the endpoint answers").0
+    client.send(&request).await.ok().map(|(answer, _)| answer)
 }
 
 pub fn json(answer: &Answer) -> serde_json::Value {
