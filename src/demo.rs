@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use crate::certs::{self, CertsError};
+use crate::certs::{self, MintError};
 use crate::durable::{ensure_private_dir, write_atomic};
 use crate::protocol::AnnounceRequest;
 use crate::server::ServeConfig;
@@ -51,7 +51,7 @@ impl Drop for DemoLock {
 }
 
 /// Takes `DIR/.demo.lock`, or says a demo already runs from `dir`.
-fn lock_demo(dir: &Path) -> Result<DemoLock, CertsError> {
+fn lock_demo(dir: &Path) -> Result<DemoLock, MintError> {
     use std::os::unix::fs::OpenOptionsExt;
     ensure_private_dir(dir)?;
     let path = dir.join(".demo.lock");
@@ -65,7 +65,7 @@ fn lock_demo(dir: &Path) -> Result<DemoLock, CertsError> {
         .map_err(|e| crate::durable::with_path(e, &path))?;
     match file.try_lock() {
         Ok(()) => Ok(DemoLock { file, path }),
-        Err(std::fs::TryLockError::WouldBlock) => Err(CertsError::Invalid(format!(
+        Err(std::fs::TryLockError::WouldBlock) => Err(MintError::Invalid(format!(
             "a demo is already running from {} (it holds {}); its demo-state/ is left as it is - stop it first",
             dir.display(),
             path.display()
@@ -75,7 +75,7 @@ fn lock_demo(dir: &Path) -> Result<DemoLock, CertsError> {
 }
 
 /// Mints what is missing, lays out a fresh state, and says what to try.
-pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
+pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
     let lock = lock_demo(dir)?;
     let certs_dir = dir.join("certs");
     let fleet_dir = certs_dir.join("fleet");
@@ -158,7 +158,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, CertsError> {
 }
 
 /// Replaces `state` with the example state.
-pub fn lay_out_example_state(state: &Path) -> Result<(), CertsError> {
+pub fn lay_out_example_state(state: &Path) -> Result<(), MintError> {
     if state.exists() {
         std::fs::remove_dir_all(state).map_err(|e| crate::durable::with_path(e, state))?;
     }
@@ -170,9 +170,9 @@ pub fn lay_out_example_state(state: &Path) -> Result<(), CertsError> {
     // Announced now: a fixed time in the past would age out, and maintenance
     // would forget the example a week after the binary was built.
     let mut example: crate::store::NodeRecord =
-        serde_json::from_str(EXAMPLE_NODE).map_err(|e| CertsError::Invalid(e.to_string()))?;
+        serde_json::from_str(EXAMPLE_NODE).map_err(|e| MintError::Invalid(e.to_string()))?;
     example.announced_at = Some(crate::clock::now_rfc3339());
-    let bytes = serde_json::to_vec_pretty(&example).map_err(|e| CertsError::Invalid(e.to_string()))?;
+    let bytes = serde_json::to_vec_pretty(&example).map_err(|e| MintError::Invalid(e.to_string()))?;
     write_atomic(&record, &bytes, 0o600)?;
     Ok(())
 }

@@ -106,11 +106,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
 fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> Result<(), Failure> {
     let prepared = server::prepare(config)?;
     let listener = server::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    if let Some(banner) = banner {
-        print(&banner);
-    }
     runtime()?.block_on(async {
+        // Signals are ours before anyone is told the endpoint is up: a
+        // SIGTERM right after the banner is a clean shutdown, not a kill.
         let stop = shutdown::signal().map_err(|e| format!("cannot handle signals: {e}"))?;
+        if let Some(banner) = banner {
+            print(&banner);
+        }
         Ok(prepared.serve(listener, stop).await?)
     })
 }

@@ -364,7 +364,7 @@ fn edit_distance(a: &str, b: &str) -> usize {
 }
 
 fn audit(store: &Store, event: crate::store::AuditEvent) -> Result<()> {
-    Ok(store.audit.record(event)?)
+    Ok(store.record(event)?)
 }
 
 /// One audit event for people: time, event, then the other fields as
@@ -396,7 +396,7 @@ pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: boo
     // long it follows.
     let mut read_up_to = std::collections::HashMap::new();
     loop {
-        let events = store.audit.follow(&mut read_up_to)?;
+        let events = store.audit_trail().follow(&mut read_up_to)?;
         let mut out = std::io::stdout().lock();
         for event in events {
             let at = event["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0);

@@ -86,7 +86,7 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
                 Some(id) => id,
                 None => find(&store, node, Among::All)?.0,
             };
-            let events = store.audit.history(id.as_str())?;
+            let events = store.audit_trail().history(id.as_str())?;
             if events.is_empty() {
                 return Err(AdminError::NotFound(format!("the audit trail has no events for {id}")));
             }

@@ -28,7 +28,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 added_by: user.clone(),
                 expiry_audited: false,
             };
-            store.tokens.add(&made, &meta)?;
+            store.add_tokens(&made, &meta)?;
             for t in &made {
                 audit(
                     &store,
@@ -43,8 +43,8 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             Ok(made.join("\n"))
         }
         TokensCommand::List { json } => {
-            store.tokens.sweep(&store.audit)?;
-            let list = store.tokens.list()?;
+            store.sweep_tokens()?;
+            let list = store.list_tokens()?;
             if *json {
                 return Ok(list.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
             }
@@ -67,7 +67,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 );
             }
             let _ = write!(out, "{} token(s)", list.len());
-            if let Some(why) = store.tokens.meta_unreadable() {
+            if let Some(why) = store.token_meta_unreadable() {
                 let _ = write!(out, "\nwarning: {}", escape(&why.to_string()));
             }
             let weak = list.iter().filter(|t| t.weak).count();
@@ -82,7 +82,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
         }
         TokensCommand::Revoke { key } => {
             let fingerprint =
-                store.tokens.revoke(key).map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
+                store.revoke_token(key).map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
             audit(
                 &store,
                 AuditEvent::TokenRevoked { token_sha256_prefix: fingerprint.clone(), user: current_user() },

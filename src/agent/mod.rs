@@ -88,7 +88,7 @@ pub enum AgentError {
     Http(#[from] http::HttpError),
     /// Minting a CA (the swarm's nodes).
     #[error(transparent)]
-    Certs(#[from] crate::certs::CertsError),
+    Mint(#[from] crate::pki::mint::MintError),
     /// A file the command was given.
     #[error("{}: {source}", path.display())]
     File {

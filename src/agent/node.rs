@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::certs;
 use crate::durable::{ensure_private_dir, remove_durably, with_path, write_atomic};
+use crate::pki::mint;
 use crate::protocol::redacted;
 
 /// What went wrong with the node's own files.
@@ -27,7 +27,7 @@ pub enum NodeError {
     UserData(String),
     /// The node CA could not be minted.
     #[error("{0}")]
-    Certs(#[from] certs::CertsError),
+    Mint(#[from] mint::MintError),
     /// A file holds something the node refuses.
     #[error("{0}")]
     Invalid(String),
@@ -146,7 +146,7 @@ impl NodeDir {
     /// the real node's profile on first run. Returns its PEM.
     pub fn node_ca(&self, given: Option<&Path>, hostname: &str) -> Result<String, NodeError> {
         if let Some(prefix) = given {
-            let path = certs::with_suffix(prefix, "crt");
+            let path = mint::with_suffix(prefix, "crt");
             return std::fs::read_to_string(&path).map_err(|e| NodeError::Io(with_path(e, &path)));
         }
         let pki = self.path("pki");
@@ -155,8 +155,8 @@ impl NodeDir {
             return Ok(String::from_utf8_lossy(&pem).to_string());
         }
         ensure_private_dir(&pki)?;
-        let minted = certs::mint_node_ca(hostname)?;
-        certs::write_pair(&pki.join("ca"), &minted, false)?;
+        let minted = mint::mint_node_ca(hostname)?;
+        mint::write_pair(&pki.join("ca"), &minted, false)?;
         Ok(minted.cert_pem)
     }
 
@@ -291,7 +291,7 @@ mod tests {
 
     #[test]
     fn user_data_is_validated_as_the_node_does() {
-        let ca = certs::mint_node_ca("x").unwrap().cert_pem;
+        let ca = mint::mint_node_ca("x").unwrap().cert_pem;
         let ok = serde_json::json!({"controller_address": "10.0.2.2:8443", "controller_ca_cert": ca,
             "controller_fleet_root_cert": ca, "registration_token": "t", "network": {"hostname": "edge-2"}});
         let data = UserData::parse(ok.to_string().as_bytes()).unwrap();
@@ -313,7 +313,7 @@ mod tests {
     fn provisioning_happens_once() {
         let dir = tempfile::tempdir().unwrap();
         let node = NodeDir::open(dir.path()).unwrap();
-        let ca = certs::mint_node_ca("x").unwrap().cert_pem;
+        let ca = mint::mint_node_ca("x").unwrap().cert_pem;
         let ud = serde_json::json!({"controller_address": "h:1", "controller_ca_cert": ca, "registration_token": "t"});
         node.provision_from_user_data(ud.to_string().as_bytes()).unwrap();
         assert_eq!(node.provisioning().unwrap().unwrap().token, "t");

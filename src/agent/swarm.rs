@@ -243,7 +243,7 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
     let bodies: Vec<(Vec<u8>, String)> = (0..config.nodes)
         .map(|i| {
             let name = format!("swarm-{i}");
-            let ca = crate::certs::mint_node_ca(&name)?;
+            let ca = crate::pki::mint::mint_node_ca(&name)?;
             let secret = crate::pki::hex(&rand::random::<[u8; 32]>());
             let request = AnnounceRequest {
                 protocol: PROTOCOL,
@@ -287,7 +287,6 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
             use crate::store::{AuditEvent, DecidedBy};
             store.approve(&id, DecidedBy::Swarm, "swarm").map_err(AgentError::file(store.dir()))?;
             store
-                .audit
                 .record(AuditEvent::admitted(id, DecidedBy::Swarm, Some("swarm".into())))
                 .map_err(AgentError::file(store.dir()))?;
         }

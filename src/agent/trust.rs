@@ -90,9 +90,9 @@ fn canonical(bundle: &[u8]) -> Result<Vec<u8>, NodeError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::certs;
+    use crate::pki::mint;
 
-    fn trust_of(fleet: &certs::FleetMaterial) -> Trust {
+    fn trust_of(fleet: &mint::FleetMaterial) -> Trust {
         Trust { root_cert: fleet.root.cert_pem.clone(), bundle: BASE64.encode(&fleet.bundle_json) }
     }
 
@@ -100,7 +100,7 @@ mod tests {
     fn applies_once_and_follows_the_version_rules() {
         let dir = tempfile::tempdir().unwrap();
         let node = NodeDir::open(dir.path()).unwrap();
-        let fleet = certs::mint_fleet("F", 2).unwrap();
+        let fleet = mint::mint_fleet("F", 2).unwrap();
         let root = fleet.root.cert_pem.as_bytes();
         let applied = apply(&node, root, &trust_of(&fleet)).unwrap();
         assert_eq!((applied.version, applied.root_cn.as_str()), (2, "F root"));
@@ -109,12 +109,12 @@ mod tests {
         // The same bundle again is a no-op success (a node that lost power mid-apply).
         apply(&node, root, &trust_of(&fleet)).unwrap();
         // An older one is refused; a different one of the same version too.
-        let older = certs::sign_bundle(&fleet.root.key_pem, std::slice::from_ref(&fleet.issuing.cert_pem), 1)
-            .unwrap();
+        let older =
+            mint::sign_bundle(&fleet.root.key_pem, std::slice::from_ref(&fleet.issuing.cert_pem), 1).unwrap();
         let older = Trust { bundle: BASE64.encode(&older), ..trust_of(&fleet) };
         assert!(apply(&node, root, &older).unwrap_err().to_string().contains("newer bundle"));
-        let newer = certs::sign_bundle(&fleet.root.key_pem, std::slice::from_ref(&fleet.issuing.cert_pem), 3)
-            .unwrap();
+        let newer =
+            mint::sign_bundle(&fleet.root.key_pem, std::slice::from_ref(&fleet.issuing.cert_pem), 3).unwrap();
         let newer = Trust { bundle: BASE64.encode(&newer), ..trust_of(&fleet) };
         assert_eq!(apply(&node, root, &newer).unwrap().version, 3);
     }
@@ -123,13 +123,13 @@ mod tests {
     fn another_fleet_is_refused_and_nothing_written() {
         let dir = tempfile::tempdir().unwrap();
         let node = NodeDir::open(dir.path()).unwrap();
-        let ours = certs::mint_fleet("Ours", 1).unwrap();
-        let theirs = certs::mint_fleet("Theirs", 1).unwrap();
+        let ours = mint::mint_fleet("Ours", 1).unwrap();
+        let theirs = mint::mint_fleet("Theirs", 1).unwrap();
         let err = apply(&node, ours.root.cert_pem.as_bytes(), &trust_of(&theirs)).unwrap_err();
         assert!(err.to_string().contains("another fleet"), "{err}");
         assert!(!node.path("fleet").exists());
         // A root that is not a CA.
-        let leaf = certs::mint_controller(&ours.issuing, 1, &[]).unwrap();
+        let leaf = mint::mint_controller(&ours.issuing, 1, &[]).unwrap();
         let not_ca = Trust { root_cert: leaf.cert_pem, ..trust_of(&ours) };
         assert!(apply(&node, b"", &not_ca).unwrap_err().to_string().contains("self-signed CA"));
         assert!(!node.path("fleet").exists());

@@ -172,9 +172,9 @@ const CLAIM_PREFIX: &str = ".claim-";
 pub struct Store {
     dir: PathBuf,
     /// `tokens` and the ledger.
-    pub tokens: Tokens,
+    tokens: Tokens,
     /// The audit trail.
-    pub audit: Audit,
+    audit: Audit,
     unsettled: std::sync::Mutex<Option<UnsettledListing>>,
     /// Set while `state-format` names a layout this binary does not know:
     /// every write is refused until it names one it does.
@@ -451,6 +451,41 @@ impl Store {
     /// The state directory.
     pub fn dir(&self) -> &Path {
         &self.dir
+    }
+
+    /// Appends `event` to the audit trail, durably.
+    pub fn record(&self, event: AuditEvent) -> io::Result<()> {
+        self.audit.record(event)
+    }
+
+    /// The audit trail ([`Audit`]): read, searched, followed.
+    pub fn audit_trail(&self) -> &Audit {
+        &self.audit
+    }
+
+    /// Appends new tokens with their metadata ([`Tokens::add`]).
+    pub fn add_tokens(&self, tokens: &[String], meta: &tokens::TokenMeta) -> io::Result<()> {
+        self.tokens.add(tokens, meta)
+    }
+
+    /// Blanks spent and expired tokens, auditing expiries ([`Tokens::sweep`]); how many expired.
+    pub fn sweep_tokens(&self) -> io::Result<usize> {
+        self.tokens.sweep(&self.audit)
+    }
+
+    /// The tokens with a use left, redacted ([`Tokens::list`]).
+    pub fn list_tokens(&self) -> io::Result<Vec<tokens::TokenInfo>> {
+        self.tokens.list()
+    }
+
+    /// Revokes the token `key` names ([`Tokens::revoke`]); its fingerprint.
+    pub fn revoke_token(&self, key: &str) -> io::Result<String> {
+        self.tokens.revoke(key)
+    }
+
+    /// Why the tokens' metadata cannot be read now, if it cannot.
+    pub fn token_meta_unreadable(&self) -> Option<tokens::MetaUnreadable> {
+        self.tokens.meta_unreadable()
     }
 
     /// `nodes/<id>.json`.

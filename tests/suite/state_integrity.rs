@@ -363,12 +363,12 @@ fn a_sweep_while_an_admission_is_under_way_leaves_its_token_listed() {
     // A use claimed, the admission not finished (no approval yet).
     let id = cut_short_admission(&fx, "under-way-0001-long", &ca, CutShort::ClaimFile, 0);
     let store = Store::open(&fx.state()).unwrap();
-    store.tokens.sweep(&store.audit).unwrap();
+    store.sweep_tokens().unwrap();
     assert!(fx.tokens().contains("under-way-0001-long"), "blanked while its admission could still fail");
     // Had it failed, the use would come back and the token admit again:
     // still listed, it can. It finishes instead: the next sweep blanks it.
     store.approve(&id, janus_registration::store::DecidedBy::Token, "").unwrap();
-    store.tokens.sweep(&store.audit).unwrap();
+    store.sweep_tokens().unwrap();
     assert!(!fx.tokens().contains("under-way-0001-long"), "spent for good, still listed");
 }
 

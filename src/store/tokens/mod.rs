@@ -108,7 +108,7 @@ pub struct Tokens {
     meta_path: PathBuf,
     lock_path: PathBuf,
     /// Who spent which use.
-    pub ledger: Ledger,
+    pub(super) ledger: Ledger,
     listed: Mutex<Listed>,
     meta: Mutex<MetaCache>,
     /// Spent tokens waiting for their bytes to be blanked, when a tidier
