@@ -72,7 +72,7 @@ pub enum Command {
         subcommand,
         after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'\n  janus-registration certs controller --fleet fleet/ --out controller --san 10.0.2.2"
     )]
-    Certs(CertsCommand),
+    Certs(certs::CertsCommand),
     /// Run the endpoint on a development fleet, minted once under certs/, with a fresh example state.
     #[command(after_help = "Example:\n  cargo run --release -- demo")]
     Demo(DemoArgs),
@@ -214,87 +214,7 @@ pub struct NodesArgs {
     #[arg(long, env = "JANUS_REGISTRATION_STATE", global = true)]
     pub state: Option<PathBuf>,
     #[command(subcommand)]
-    pub command: NodesCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum NodesCommand {
-    /// A table of nodes (every record streamed; filtered ones grouped by CA).
-    #[command(
-        after_help = "Example:\n  janus-registration nodes list --state /var/lib/janus-registration --pending"
-    )]
-    List(ListArgs),
-    /// A node's record, its CA's subject and validity, and the console line its CA gives.
-    #[command(after_help = "Example:\n  janus-registration nodes show 8f14e45fceea167a5a36dedd4bea2543")]
-    Show(ShowArgs),
-    /// Admit a node (after checking its CA against its console).
-    #[command(
-        after_help = "Examples:\n  janus-registration nodes approve ID --console /var/log/libvirt/qemu/edge-3-serial.log\n  janus-registration nodes approve ID --expect-ca-sha256 2bcdf132...\n  janus-registration nodes approve --ca-sha256 2bcdf132...   (every pending record of that CA)"
-    )]
-    Approve(ApproveArgs),
-    /// Refuse a node: its polls get 404 from now on; the record stays for the audit trail.
-    #[command(after_help = "Example:\n  janus-registration nodes reject ID")]
-    Reject(IdArg),
-    /// Remove a node's record and markers.
-    #[command(after_help = "Example:\n  janus-registration nodes forget ID")]
-    Forget(IdArg),
-    /// A node's events from the audit trail.
-    #[command(after_help = "Example:\n  janus-registration nodes history edge-3")]
-    History(ShowArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct ListArgs {
-    /// Only nodes waiting for approval (reads just those records).
-    #[arg(long)]
-    pub pending: bool,
-    /// Only admitted nodes (by a token, a command, the admission command or an approval file).
-    #[arg(long)]
-    pub admitted: bool,
-    /// Only rejected nodes (by a command, or because their CA was rejected).
-    #[arg(long)]
-    pub rejected: bool,
-    /// One JSON object per node and line: id, name, address, peer_address, ca_sha256, state, announced_at, admitted_by.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct IdArg {
-    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique name.
-    pub id: String,
-}
-
-#[derive(Debug, Args)]
-pub struct ShowArgs {
-    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique name.
-    pub id: String,
-    /// JSON for machines (show: one object; history: one event per line).
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ApproveArgs {
-    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique pending name.
-    #[arg(required_unless_present = "ca_sha256")]
-    pub id: Option<String>,
-    /// Refuse unless the node's CA has this SHA-256.
-    #[arg(long, conflicts_with_all = ["console", "ca_sha256", "unchecked"])]
-    pub expect_ca_sha256: Option<String>,
-    /// Approve without checking the node's CA against its console: anyone who reaches the
-    /// endpoint can announce, so this trusts whoever announced under that name.
-    #[arg(long, conflicts_with_all = ["console", "ca_sha256"])]
-    pub unchecked: bool,
-    /// Refuse unless the last `pki: this node's CA: SHA-256 <hex>` line of this serial-console log matches.
-    #[arg(long, conflicts_with = "ca_sha256")]
-    pub console: Option<PathBuf>,
-    /// Approve every pending node with this CA SHA-256 (one node's re-announcements).
-    #[arg(long, conflicts_with = "id")]
-    pub ca_sha256: Option<String>,
-    /// Approve even a node whose CA an admin rejected (`nodes reject`).
-    #[arg(long)]
-    pub force: bool,
+    pub command: admin::NodesCommand,
 }
 
 #[derive(Debug, Args)]
@@ -303,43 +223,7 @@ pub struct TokensArgs {
     #[arg(long, env = "JANUS_REGISTRATION_STATE", global = true)]
     pub state: Option<PathBuf>,
     #[command(subcommand)]
-    pub command: TokensCommand,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum TokensCommand {
-    /// Make tokens (128 bits from the OS CSPRNG) and print them, once.
-    #[command(after_help = "Example:\n  janus-registration tokens add --count 20 --expires-in 2h")]
-    Add(TokensAddArgs),
-    /// The tokens, redacted, with expiry and uses left.
-    #[command(after_help = "Example:\n  janus-registration tokens list")]
-    List(TokensListArgs),
-    /// Remove a token, given whole, by a prefix only it has, or by its SHA-256 prefix (as listed).
-    #[command(after_help = "Example:\n  janus-registration tokens revoke 3f9a2c")]
-    Revoke(RevokeArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct TokensAddArgs {
-    /// How many tokens to make.
-    #[arg(long, default_value_t = 1)]
-    pub count: usize,
-    /// What the tokens are for (shown by `tokens list`, e.g. 'rack 3').
-    #[arg(long)]
-    pub description: Option<String>,
-    /// The tokens stop admitting after this (e.g. 2h, 7d).
-    #[arg(long, value_parser = parse_duration)]
-    pub expires_in: Option<Duration>,
-    /// How many nodes each token admits (default 1).
-    #[arg(long)]
-    pub uses: Option<u32>,
-}
-
-#[derive(Debug, Args)]
-pub struct TokensListArgs {
-    /// One JSON object per token and line (times in RFC 3339).
-    #[arg(long)]
-    pub json: bool,
+    pub command: admin::TokensCommand,
 }
 
 #[derive(Debug, Args)]
@@ -363,12 +247,6 @@ pub struct CompletionsArgs {
     /// The shell.
     #[arg(value_enum)]
     pub shell: clap_complete::Shell,
-}
-
-#[derive(Debug, Args)]
-pub struct RevokeArgs {
-    /// The token, a prefix of it that no other token has, or the SHA-256 prefix `tokens list` shows.
-    pub token: String,
 }
 
 #[derive(Debug, Args)]
@@ -498,63 +376,6 @@ impl ServeArgs {
     }
 }
 
-#[derive(Debug, Subcommand)]
-pub enum CertsCommand {
-    /// A fleet: root.crt/.key, issuing.crt/.key, bundle.json (name it with --name).
-    #[command(after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'")]
-    Fleet(FleetArgs),
-    /// The endpoint's controller.fleet.janus certificate, signed by the fleet's issuing CA.
-    #[command(
-        after_help = "Example:\n  janus-registration certs controller --fleet fleet/ --out controller --san 10.0.2.2"
-    )]
-    Controller(ControllerArgs),
-    /// A node CA with the real node's profile, and its console line.
-    #[command(after_help = "Example:\n  janus-registration certs node-ca --name edge-2 --out edge-2-ca")]
-    NodeCa(NodeCaArgs),
-}
-
-#[derive(Debug, Args)]
-pub struct FleetArgs {
-    /// Directory to write the fleet into.
-    #[arg(long)]
-    pub out: PathBuf,
-    /// The fleet's name, in its certificates' common names.
-    #[arg(long, default_value = "Development fleet")]
-    pub name: String,
-    /// Re-sign bundle.json at this (higher) version with the existing root and issuing CA.
-    #[arg(long)]
-    pub bundle_version: Option<u64>,
-}
-
-#[derive(Debug, Args)]
-pub struct ControllerArgs {
-    /// The fleet directory (issuing.crt, issuing.key).
-    #[arg(long, env = "JANUS_REGISTRATION_FLEET")]
-    pub fleet: PathBuf,
-    /// Writes PREFIX.crt (leaf + issuing CA) and PREFIX.key (0600).
-    #[arg(long)]
-    pub out: PathBuf,
-    /// Validity in days.
-    #[arg(long, default_value_t = 365)]
-    pub days: i64,
-    /// An extra subject alternative name (DNS name or IP address); repeatable.
-    #[arg(long = "san")]
-    pub sans: Vec<String>,
-    /// Rewrite only when the existing certificate expires within this (e.g. 10d, 12h).
-    #[arg(long, value_parser = parse_duration)]
-    pub renew_within: Option<Duration>,
-}
-
-#[derive(Debug, Args)]
-pub struct NodeCaArgs {
-    /// The node's hostname.
-    #[arg(long)]
-    pub name: String,
-    /// Writes PREFIX.crt and PREFIX.key (0600).
-    #[arg(long)]
-    pub out: PathBuf,
-}
-
 impl AgentArgs {
     /// The command as [`crate::agent`] takes it.
     pub fn to_agent(&self) -> crate::agent::AgentCommand {
@@ -590,71 +411,6 @@ impl SwarmArgs {
             only_get: self.only_get.clone(),
             json: self.json.clone(),
             server_pid: self.server_pid,
-        }
-    }
-}
-
-impl NodesCommand {
-    /// The command as [`crate::admin`] takes it.
-    pub fn to_admin(&self) -> admin::NodesCommand {
-        match self {
-            NodesCommand::List(a) => admin::NodesCommand::List(admin::ListFilter {
-                pending: a.pending,
-                admitted: a.admitted,
-                rejected: a.rejected,
-                json: a.json,
-            }),
-            NodesCommand::Show(a) => admin::NodesCommand::Show { node: a.id.clone(), json: a.json },
-            NodesCommand::Approve(a) => admin::NodesCommand::Approve(admin::Approval {
-                node: a.id.clone(),
-                expect_ca_sha256: a.expect_ca_sha256.clone(),
-                unchecked: a.unchecked,
-                console: a.console.clone(),
-                ca_sha256: a.ca_sha256.clone(),
-                force: a.force,
-            }),
-            NodesCommand::Reject(a) => admin::NodesCommand::Reject { node: a.id.clone() },
-            NodesCommand::Forget(a) => admin::NodesCommand::Forget { node: a.id.clone() },
-            NodesCommand::History(a) => admin::NodesCommand::History { node: a.id.clone(), json: a.json },
-        }
-    }
-}
-
-impl TokensCommand {
-    /// The command as [`crate::admin`] takes it.
-    pub fn to_admin(&self) -> admin::TokensCommand {
-        match self {
-            TokensCommand::Add(a) => admin::TokensCommand::Add(admin::NewTokens {
-                count: a.count,
-                description: a.description.clone(),
-                expires_in: a.expires_in,
-                uses: a.uses,
-            }),
-            TokensCommand::List(a) => admin::TokensCommand::List { json: a.json },
-            TokensCommand::Revoke(a) => admin::TokensCommand::Revoke { key: a.token.clone() },
-        }
-    }
-}
-
-impl CertsCommand {
-    /// The command as [`crate::certs`] takes it.
-    pub fn to_certs(&self) -> certs::CertsCommand {
-        match self {
-            CertsCommand::Fleet(a) => certs::CertsCommand::Fleet {
-                out: a.out.clone(),
-                name: a.name.clone(),
-                bundle_version: a.bundle_version,
-            },
-            CertsCommand::Controller(a) => certs::CertsCommand::Controller {
-                fleet: a.fleet.clone(),
-                out: a.out.clone(),
-                days: a.days,
-                sans: a.sans.clone(),
-                renew_within: a.renew_within,
-            },
-            CertsCommand::NodeCa(a) => {
-                certs::CertsCommand::NodeCa { name: a.name.clone(), out: a.out.clone() }
-            }
         }
     }
 }

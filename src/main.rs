@@ -49,7 +49,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         },
         Command::Nodes(args) => {
             let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-            let out = admin::nodes(state, &args.command.to_admin())?;
+            let out = admin::nodes(state, &args.command)?;
             // A streamed listing has printed itself already.
             if !out.is_empty() {
                 print(&out);
@@ -58,7 +58,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Tokens(args) => {
             let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-            print(&admin::tokens(state, &args.command.to_admin())?);
+            print(&admin::tokens(state, &args.command)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit(args) => {
@@ -96,7 +96,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Certs(command) => {
-            print(&certs::run(&command.to_certs())?);
+            print(&certs::run(&command)?);
             Ok(ExitCode::SUCCESS)
         }
     }

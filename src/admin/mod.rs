@@ -65,98 +65,11 @@ pub enum AdminError {
 
 type Result<T> = std::result::Result<T, AdminError>;
 
-/// `nodes` subcommands, as the command line gives them.
-#[derive(Debug, Clone)]
-pub enum NodesCommand {
-    /// A table (or JSON lines) of nodes.
-    List(ListFilter),
-    /// One node's record in full.
-    Show {
-        /// The node: its id, a unique id prefix, or its unique name.
-        node: String,
-        /// JSON instead of text.
-        json: bool,
-    },
-    /// Admit one node, or every pending node of one CA.
-    Approve(Approval),
-    /// Refuse a node and its CA.
-    Reject {
-        /// The node: its id, a unique id prefix, or its unique name.
-        node: String,
-    },
-    /// Remove a node's record and markers.
-    Forget {
-        /// The node: its id, a unique id prefix, or its unique name.
-        node: String,
-    },
-    /// A node's audit events.
-    History {
-        /// The node: its id, a unique id prefix, or its unique name.
-        node: String,
-        /// JSON instead of text.
-        json: bool,
-    },
-}
-
-/// Which nodes `nodes list` shows: every one when no filter is set.
-#[derive(Debug, Clone, Default)]
-pub struct ListFilter {
-    /// Only nodes waiting for approval.
-    pub pending: bool,
-    /// Only admitted nodes.
-    pub admitted: bool,
-    /// Only rejected nodes.
-    pub rejected: bool,
-    /// One JSON object per node and line instead of a table.
-    pub json: bool,
-}
-
-/// `nodes approve`: the node (or `ca_sha256`), and the check made first.
-#[derive(Debug, Clone, Default)]
-pub struct Approval {
-    /// The node: its id, a unique id prefix, or its unique pending name.
-    pub node: Option<String>,
-    /// Refuse unless the node's CA has this SHA-256.
-    pub expect_ca_sha256: Option<String>,
-    /// Approve without any check of the node's CA.
-    pub unchecked: bool,
-    /// A serial-console log whose last CA line must match the node's CA.
-    pub console: Option<std::path::PathBuf>,
-    /// Approve every pending node with this CA SHA-256 instead of one node.
-    pub ca_sha256: Option<String>,
-    /// Approve even when the node's CA was rejected.
-    pub force: bool,
-}
-
-/// `tokens` subcommands, as the command line gives them.
-#[derive(Debug, Clone)]
-pub enum TokensCommand {
-    /// Make `count` tokens and print them, once.
-    Add(NewTokens),
-    /// The tokens, redacted.
-    List {
-        /// JSON instead of text.
-        json: bool,
-    },
-    /// Remove the one token `key` names.
-    Revoke {
-        /// What the admin gave.
-        key: String,
-    },
-}
-
-/// What `tokens add` makes.
-#[derive(Debug, Clone)]
-pub struct NewTokens {
-    /// How many tokens.
-    pub count: usize,
-    /// What they are for, shown by `tokens list`.
-    pub description: Option<String>,
-    /// They stop admitting this long from now.
-    pub expires_in: Option<std::time::Duration>,
-    /// Nodes each token admits (1 when absent).
-    pub uses: Option<u32>,
-}
+pub mod args;
+pub use args::{
+    ApproveArgs, IdArg, ListArgs, NodesCommand, RevokeArgs, ShowArgs, TokensAddArgs, TokensCommand,
+    TokensListArgs,
+};
 
 /// One node as `nodes list --json` gives it: stable field names.
 #[derive(Debug, Serialize)]

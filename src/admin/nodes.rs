@@ -7,8 +7,9 @@ use std::path::Path;
 use serde_json::json;
 
 use super::{
-    AdminError, Among, Approval, CONSOLE_MARKER, ListFilter, NodeView, NodesCommand, Result, audit,
-    ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open, open_to_read, view,
+    AdminError, Among, ApproveArgs, CONSOLE_MARKER, IdArg, ListArgs, NodeView, NodesCommand, Result,
+    ShowArgs, audit, ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open,
+    open_to_read, view,
 };
 use crate::clock::now_unix;
 use crate::pki;
@@ -19,19 +20,17 @@ use crate::terminal::{self, escape, escape_lines};
 /// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
 pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
     let store = match command {
-        NodesCommand::List(_) | NodesCommand::Show { .. } | NodesCommand::History { .. } => {
-            open_to_read(state)?
-        }
+        NodesCommand::List(_) | NodesCommand::Show(_) | NodesCommand::History(_) => open_to_read(state)?,
         _ => open(state)?,
     };
     match command {
         NodesCommand::List(args) => list(&store, args),
-        NodesCommand::Show { node, json } => {
+        NodesCommand::Show(ShowArgs { id: node, json }) => {
             let (_, record) = find(&store, node, Among::All)?;
             Ok(if *json { show_json(&store, &record) } else { show(&store, &record) })
         }
         NodesCommand::Approve(args) => approve(&store, args),
-        NodesCommand::Reject { node } => {
+        NodesCommand::Reject(IdArg { id: node }) => {
             let (id, record) = find(&store, node, Among::NotRejected)
                 .or_else(|e| find(&store, node, Among::All).map_err(|_| e))?;
             if store.is_rejected(&id) {
@@ -56,7 +55,7 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
                 escape(&ca)
             ))
         }
-        NodesCommand::Forget { node } => {
+        NodesCommand::Forget(IdArg { id: node }) => {
             let (id, _) = find(&store, node, Among::All)?;
             let user = current_user();
             let lifted = store.forget(&id)?;
@@ -80,7 +79,7 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
                 None => Ok(format!("forgot {id}")),
             }
         }
-        NodesCommand::History { node, json } => {
+        NodesCommand::History(ShowArgs { id: node, json }) => {
             // A forgotten node has events but no record: its id still works.
             let id = match NodeId::parse(node) {
                 Some(id) => id,
@@ -97,7 +96,7 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
 }
 
 /// `nodes list` with a filter: the matching records, grouped by CA.
-fn list(store: &Store, args: &ListFilter) -> Result<String> {
+fn list(store: &Store, args: &ListArgs) -> Result<String> {
     if !(args.pending || args.admitted || args.rejected) {
         return list_all_streaming(store, args.json);
     }
@@ -204,7 +203,7 @@ fn list_row(v: &NodeView, same_ca: bool) -> String {
     )
 }
 
-fn approve(store: &Store, args: &Approval) -> Result<String> {
+fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
     let user = current_user();
     if let Some(hex) = &args.ca_sha256 {
         let want = normalize_fingerprint(hex)?;
@@ -243,7 +242,7 @@ fn approve(store: &Store, args: &Approval) -> Result<String> {
         return Ok(out.trim_end().to_string());
     }
     let id = args
-        .node
+        .id
         .as_deref()
         .ok_or_else(|| AdminError::Usage("name the node to approve, or give --ca-sha256".into()))?;
     let (node, record) = find(store, id, Among::Pending).or_else(|e| match NodeId::parse(id) {

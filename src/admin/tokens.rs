@@ -3,7 +3,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{AdminError, Result, TokensCommand, audit, open};
+use super::{AdminError, Result, RevokeArgs, TokensCommand, TokensListArgs, audit, open};
 use crate::clock::now_unix;
 use crate::store::AuditEvent;
 use crate::store::audit::{current_user, token_fingerprint};
@@ -42,7 +42,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             }
             Ok(made.join("\n"))
         }
-        TokensCommand::List { json } => {
+        TokensCommand::List(TokensListArgs { json }) => {
             store.sweep_tokens()?;
             let list = store.list_tokens()?;
             if *json {
@@ -80,7 +80,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             }
             Ok(out)
         }
-        TokensCommand::Revoke { key } => {
+        TokensCommand::Revoke(RevokeArgs { token: key }) => {
             let fingerprint =
                 store.revoke_token(key).map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
             audit(

@@ -125,20 +125,33 @@ impl RateLimiter {
 
 /// The pending count: set by scans, bumped by each pending record written.
 #[derive(Default)]
-pub struct PendingCount(AtomicUsize);
+pub struct PendingCount {
+    count: AtomicUsize,
+    /// Every record ever added by [`PendingCount::bump`]: a scan adds those
+    /// made while it ran, which it may have missed.
+    bumps: AtomicUsize,
+}
 
 impl PendingCount {
     /// The last count.
     pub fn get(&self) -> usize {
-        self.0.load(Ordering::Relaxed)
+        self.count.load(Ordering::Relaxed)
     }
-    /// Replaces the count (a maintenance pass counted again).
-    pub fn set(&self, n: usize) {
-        self.0.store(n, Ordering::Relaxed)
+    /// Where a scan starts from: pass it to [`PendingCount::scanned`].
+    pub fn before_scan(&self) -> usize {
+        self.bumps.load(Ordering::Relaxed)
+    }
+    /// A scan that started at `before` counted `n`: the count becomes `n`
+    /// plus the records added since it started (some may be in `n` too:
+    /// the cap is reached a little early until the next pass, never late).
+    pub fn scanned(&self, n: usize, before: usize) {
+        let since = self.bumps.load(Ordering::Relaxed).wrapping_sub(before);
+        self.count.store(n + since, Ordering::Relaxed)
     }
     /// One more pending record.
     pub fn bump(&self) {
-        self.0.fetch_add(1, Ordering::Relaxed);
+        self.bumps.fetch_add(1, Ordering::Relaxed);
+        self.count.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -163,6 +176,21 @@ impl LogThrottle {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scan_never_forgets_records_added_while_it_ran() {
+        let pending = PendingCount::default();
+        let before = pending.before_scan();
+        pending.bump();
+        pending.bump();
+        // The scan listed the directory before either record was written.
+        pending.scanned(0, before);
+        assert_eq!(pending.get(), 2);
+        // The next scan sees them, and an admin approved one meanwhile.
+        let before = pending.before_scan();
+        pending.scanned(1, before);
+        assert_eq!(pending.get(), 1);
+    }
 
     #[test]
     fn a_throttled_warning_is_due_once_per_interval() {

@@ -471,10 +471,11 @@ async fn maintenance(app: Arc<App>, every: Duration) {
     loop {
         ticks.tick().await;
         let started = std::time::Instant::now();
+        let before = app.pending.before_scan();
         match app.store.maintain(first_pass_to_come, app.maintenance_limits()).await {
             Ok(report) => {
                 if !report.paused {
-                    app.pending.set(report.pending);
+                    app.pending.scanned(report.pending, before);
                 }
                 let ms = started.elapsed().as_millis() as u64;
                 tracing::debug!(pending = report.pending, ms, "state scanned");

@@ -7,7 +7,7 @@
 //! overwritten; a re-signed bundle is checked against the root before it is
 //! written.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::durable::write_atomic;
 use crate::pki;
@@ -36,44 +36,13 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
     Ok(())
 }
 
-/// `certs` subcommands, as the command line gives them.
-#[derive(Debug, Clone)]
-pub enum CertsCommand {
-    /// A development fleet in `out`; with `bundle_version`, only its bundle re-signed.
-    Fleet {
-        /// Where to write the fleet.
-        out: PathBuf,
-        /// The fleet's name, in its certificates' common names.
-        name: String,
-        /// Re-sign only the bundle, at this (higher) version.
-        bundle_version: Option<u64>,
-    },
-    /// The endpoint's certificate, `out.crt` and `out.key`, from `fleet`'s issuing CA.
-    Controller {
-        /// The fleet directory (`issuing.crt`, `issuing.key`).
-        fleet: PathBuf,
-        /// Writes `out.crt` and `out.key`.
-        out: PathBuf,
-        /// Validity in days.
-        days: i64,
-        /// Extra subject alternative names.
-        sans: Vec<String>,
-        /// Renew only when the certificate expires within this.
-        renew_within: Option<std::time::Duration>,
-    },
-    /// A node CA, `out.crt` and `out.key`.
-    NodeCa {
-        /// The node's hostname.
-        name: String,
-        /// Writes `out.crt` and `out.key`.
-        out: PathBuf,
-    },
-}
+pub mod args;
+pub use args::{CertsCommand, ControllerArgs, FleetArgs, NodeCaArgs};
 
 /// Runs a `certs` subcommand; the returned text is what it did, for stdout.
 pub fn run(command: &CertsCommand) -> Result<String, MintError> {
     match command {
-        CertsCommand::Fleet { out, name, bundle_version } => match bundle_version {
+        CertsCommand::Fleet(FleetArgs { out, name, bundle_version }) => match bundle_version {
             None => {
                 let fleet = mint_fleet(name, 1)?;
                 write_fleet(out, &fleet)?;
@@ -88,7 +57,7 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
             }
             Some(version) => resign_bundle(out, *version),
         },
-        CertsCommand::Controller { fleet, out, days, sans, renew_within } => {
+        CertsCommand::Controller(ControllerArgs { fleet, out, days, sans, renew_within }) => {
             let crt = with_suffix(out, "crt");
             if let Some(within) = renew_within
                 && crt.exists()
@@ -122,7 +91,7 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
             })?;
             Ok(format!("wrote {} and {} (controller.fleet.janus, {days} days)", crt.display(), key.display()))
         }
-        CertsCommand::NodeCa { name, out } => {
+        CertsCommand::NodeCa(NodeCaArgs { name, out }) => {
             let minted = mint_node_ca(name)?;
             let (crt, key) = write_pair(out, &minted, false)?;
             Ok(format!("wrote {} and {}\n{}", crt.display(), key.display(), console_line(&minted.cert_pem)?))

@@ -1,0 +1,136 @@
+//! What an admin asks `nodes` and `tokens` for, as the command line parses
+//! it (clap derive) and the commands take it, with no copy in between.
+
+// clap turns doc comments into help text: the types here are documented
+// by their fields' help (`--help`), and a doc comment on a type would
+// change what `--help` prints.
+#![allow(missing_docs)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::clock::parse_duration;
+
+#[derive(Debug, Subcommand)]
+pub enum NodesCommand {
+    /// A table of nodes (every record streamed; filtered ones grouped by CA).
+    #[command(
+        after_help = "Example:\n  janus-registration nodes list --state /var/lib/janus-registration --pending"
+    )]
+    List(ListArgs),
+    /// A node's record, its CA's subject and validity, and the console line its CA gives.
+    #[command(after_help = "Example:\n  janus-registration nodes show 8f14e45fceea167a5a36dedd4bea2543")]
+    Show(ShowArgs),
+    /// Admit a node (after checking its CA against its console).
+    #[command(
+        after_help = "Examples:\n  janus-registration nodes approve ID --console /var/log/libvirt/qemu/edge-3-serial.log\n  janus-registration nodes approve ID --expect-ca-sha256 2bcdf132...\n  janus-registration nodes approve --ca-sha256 2bcdf132...   (every pending record of that CA)"
+    )]
+    Approve(ApproveArgs),
+    /// Refuse a node: its polls get 404 from now on; the record stays for the audit trail.
+    #[command(after_help = "Example:\n  janus-registration nodes reject ID")]
+    Reject(IdArg),
+    /// Remove a node's record and markers.
+    #[command(after_help = "Example:\n  janus-registration nodes forget ID")]
+    Forget(IdArg),
+    /// A node's events from the audit trail.
+    #[command(after_help = "Example:\n  janus-registration nodes history edge-3")]
+    History(ShowArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ListArgs {
+    /// Only nodes waiting for approval (reads just those records).
+    #[arg(long)]
+    pub pending: bool,
+    /// Only admitted nodes (by a token, a command, the admission command or an approval file).
+    #[arg(long)]
+    pub admitted: bool,
+    /// Only rejected nodes (by a command, or because their CA was rejected).
+    #[arg(long)]
+    pub rejected: bool,
+    /// One JSON object per node and line: id, name, address, peer_address, ca_sha256, state, announced_at, admitted_by.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct IdArg {
+    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique name.
+    pub id: String,
+}
+
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique name.
+    pub id: String,
+    /// JSON for machines (show: one object; history: one event per line).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The node: its id, a unique prefix of it (6+ hex digits), or its unique pending name.
+    #[arg(required_unless_present = "ca_sha256")]
+    pub id: Option<String>,
+    /// Refuse unless the node's CA has this SHA-256.
+    #[arg(long, conflicts_with_all = ["console", "ca_sha256", "unchecked"])]
+    pub expect_ca_sha256: Option<String>,
+    /// Approve without checking the node's CA against its console: anyone who reaches the
+    /// endpoint can announce, so this trusts whoever announced under that name.
+    #[arg(long, conflicts_with_all = ["console", "ca_sha256"])]
+    pub unchecked: bool,
+    /// Refuse unless the last `pki: this node's CA: SHA-256 <hex>` line of this serial-console log matches.
+    #[arg(long, conflicts_with = "ca_sha256")]
+    pub console: Option<PathBuf>,
+    /// Approve every pending node with this CA SHA-256 (one node's re-announcements).
+    #[arg(long, conflicts_with = "id")]
+    pub ca_sha256: Option<String>,
+    /// Approve even a node whose CA an admin rejected (`nodes reject`).
+    #[arg(long)]
+    pub force: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum TokensCommand {
+    /// Make tokens (128 bits from the OS CSPRNG) and print them, once.
+    #[command(after_help = "Example:\n  janus-registration tokens add --count 20 --expires-in 2h")]
+    Add(TokensAddArgs),
+    /// The tokens, redacted, with expiry and uses left.
+    #[command(after_help = "Example:\n  janus-registration tokens list")]
+    List(TokensListArgs),
+    /// Remove a token, given whole, by a prefix only it has, or by its SHA-256 prefix (as listed).
+    #[command(after_help = "Example:\n  janus-registration tokens revoke 3f9a2c")]
+    Revoke(RevokeArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct TokensAddArgs {
+    /// How many tokens to make.
+    #[arg(long, default_value_t = 1)]
+    pub count: usize,
+    /// What the tokens are for (shown by `tokens list`, e.g. 'rack 3').
+    #[arg(long)]
+    pub description: Option<String>,
+    /// The tokens stop admitting after this (e.g. 2h, 7d).
+    #[arg(long, value_parser = parse_duration)]
+    pub expires_in: Option<Duration>,
+    /// How many nodes each token admits (default 1).
+    #[arg(long)]
+    pub uses: Option<u32>,
+}
+
+#[derive(Debug, Args)]
+pub struct TokensListArgs {
+    /// One JSON object per token and line (times in RFC 3339).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RevokeArgs {
+    /// The token, a prefix of it that no other token has, or the SHA-256 prefix `tokens list` shows.
+    pub token: String,
+}

@@ -1,0 +1,69 @@
+//! What `certs` is asked for, as the command line parses it (clap derive)
+//! and [`super::run`] takes it.
+
+// clap turns doc comments into help text (see `crate::cli`).
+#![allow(missing_docs)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+
+use crate::clock::parse_duration;
+
+#[derive(Debug, Subcommand)]
+pub enum CertsCommand {
+    /// A fleet: root.crt/.key, issuing.crt/.key, bundle.json (name it with --name).
+    #[command(after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'")]
+    Fleet(FleetArgs),
+    /// The endpoint's controller.fleet.janus certificate, signed by the fleet's issuing CA.
+    #[command(
+        after_help = "Example:\n  janus-registration certs controller --fleet fleet/ --out controller --san 10.0.2.2"
+    )]
+    Controller(ControllerArgs),
+    /// A node CA with the real node's profile, and its console line.
+    #[command(after_help = "Example:\n  janus-registration certs node-ca --name edge-2 --out edge-2-ca")]
+    NodeCa(NodeCaArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct FleetArgs {
+    /// Directory to write the fleet into.
+    #[arg(long)]
+    pub out: PathBuf,
+    /// The fleet's name, in its certificates' common names.
+    #[arg(long, default_value = "Development fleet")]
+    pub name: String,
+    /// Re-sign bundle.json at this (higher) version with the existing root and issuing CA.
+    #[arg(long)]
+    pub bundle_version: Option<u64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ControllerArgs {
+    /// The fleet directory (issuing.crt, issuing.key).
+    #[arg(long, env = "JANUS_REGISTRATION_FLEET")]
+    pub fleet: PathBuf,
+    /// Writes PREFIX.crt (leaf + issuing CA) and PREFIX.key (0600).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Validity in days.
+    #[arg(long, default_value_t = 365)]
+    pub days: i64,
+    /// An extra subject alternative name (DNS name or IP address); repeatable.
+    #[arg(long = "san")]
+    pub sans: Vec<String>,
+    /// Rewrite only when the existing certificate expires within this (e.g. 10d, 12h).
+    #[arg(long, value_parser = parse_duration)]
+    pub renew_within: Option<Duration>,
+}
+
+#[derive(Debug, Args)]
+pub struct NodeCaArgs {
+    /// The node's hostname.
+    #[arg(long)]
+    pub name: String,
+    /// Writes PREFIX.crt and PREFIX.key (0600).
+    #[arg(long)]
+    pub out: PathBuf,
+}
