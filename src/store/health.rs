@@ -1,0 +1,72 @@
+//! Whether the state can be relied on now, as `/healthz` reports it: no
+//! recent write failed for want of room or permission, a durable write of a
+//! record's size succeeds in every directory an admission writes to, and
+//! the tokens files read.
+//!
+//! Invariants: a failed announcement is remembered for
+//! [`WRITE_FAILURE_MEMORY`] or until a write succeeds; the probe files are
+//! removed whatever happens.
+
+use std::fs;
+use std::io;
+
+use super::{PROBE_BYTES, Store, Unhealthy, WRITE_FAILURE_MEMORY, audit, ledger};
+use crate::durable;
+
+impl Store {
+    /// Notes how an announcement's writes went: a failure for want of room
+    /// or permission (ENOSPC, EDQUOT, EROFS, EACCES) makes `/healthz` say
+    /// so until a write succeeds again.
+    pub fn note_writes<T>(&self, result: &io::Result<T>) {
+        let mut failure = self.write_failure.lock().unwrap_or_else(|e| e.into_inner());
+        match result {
+            Ok(_) => *failure = None,
+            Err(e) if is_lack_of_room_or_right(e) => {
+                *failure = Some((std::time::Instant::now(), e.to_string()));
+            }
+            Err(_) => {}
+        }
+    }
+
+    /// Whether the state can be relied on: no announcement's write failed
+    /// for want of room or permission lately, a durable write (with
+    /// `fsync`) of a record's size succeeds in every directory a token
+    /// admission writes to, and `tokens` and `tokens.meta.json` read and
+    /// parse.
+    pub fn check_health(&self) -> Result<(), Unhealthy> {
+        if let Some(refusal) = self.format_refusal() {
+            return Err(Unhealthy(refusal.to_string()));
+        }
+        if let Some((at, why)) = self.write_failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
+            && at.elapsed() < WRITE_FAILURE_MEMORY
+        {
+            return Err(Unhealthy(format!(
+                "announcements fail to write ({}s ago): {why}",
+                at.elapsed().as_secs()
+            )));
+        }
+        self.ensure_layout().map_err(|e| Unhealthy(e.to_string()))?;
+        let probe_name = format!("{}healthz-{}", durable::TEMP_PREFIX, std::process::id());
+        let probe = vec![b'.'; PROBE_BYTES];
+        let dirs = [".", "nodes", ledger::LEDGER_DIR, "approved", audit::AUDIT_DIR];
+        for sub in dirs {
+            let path = self.dir.join(sub).join(&probe_name);
+            let written = durable::create_exclusive(&path, &probe, 0o600);
+            let _ = fs::remove_file(&path);
+            written.map_err(|e| Unhealthy(format!("state directory not writable: {e}")))?;
+        }
+        self.tokens.health()
+    }
+}
+
+/// Whether `e` says the file system refuses writes: full, over quota,
+/// read-only, or not ours to write.
+pub(super) fn is_lack_of_room_or_right(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::StorageFull
+            | io::ErrorKind::QuotaExceeded
+            | io::ErrorKind::ReadOnlyFilesystem
+            | io::ErrorKind::PermissionDenied
+    )
+}
