@@ -1,5 +1,6 @@
-//! A node id, as a request path or an admin command gives it: accepted
-//! only as 32 lowercase hex digits (safe as a file name), never a panic.
+//! A node id, as a request path or an admin command gives it, or as a
+//! record's `"id"` reads it: accepted only as 32 lowercase hex digits (safe
+//! as a file name), the same by both ways in, never a panic.
 #![no_main]
 use janus_registration::store::NodeId;
 use libfuzzer_sys::fuzz_target;
@@ -11,4 +12,7 @@ fuzz_target!(|bytes: &[u8]| {
         assert!(s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')), "{s:?}");
         assert!(!s.contains('/') && !s.contains('.'));
     }
+    // A record's id goes through serde: it must accept exactly what parse does.
+    let from_json = serde_json::from_value::<NodeId>(serde_json::Value::String(text.to_string())).ok();
+    assert_eq!(from_json, NodeId::parse(text), "{text:?}");
 });

@@ -22,6 +22,7 @@ mod serve_durability;
 mod serve_protocol;
 mod serve_startup;
 mod serve_validation;
+mod stalls;
 mod state_integrity;
 mod token_meta;
 mod upgrades;

@@ -1,0 +1,50 @@
+//! The async boundary: a state file that stops answering (a hung network
+//! mount's stand-in: `tokens` becomes a FIFO nobody writes, so opening it
+//! blocks) stalls the work that needs it on the blocking pool, never the
+//! async workers: polls and announcements are still answered, and
+//! `/healthz` says the state is stalled instead of hanging.
+
+use std::time::{Duration, Instant};
+
+use crate::common::*;
+use janus_registration::certs;
+
+#[tokio::test]
+async fn a_hung_state_file_stalls_no_worker_and_healthz_says_so() {
+    let fx = Fixture::new();
+    // In a process of its own: its stuck pool threads end with it.
+    let server = Process::start(&fx.serve_args());
+    let (client, path, secret) = approved_node(&fx, server.addr).await;
+    assert_eq!(get(&client, "/healthz", None).await.status, 200);
+
+    let tokens = fx.state().join("tokens");
+    let _ = std::fs::remove_file(&tokens);
+    rustix::fs::mknodat(rustix::fs::CWD, &tokens, rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
+
+    // The next checks hang on the FIFO; probes are answered meanwhile, and
+    // once a check has run 10 s, with why.
+    let started = Instant::now();
+    let mut answers = Vec::new();
+    let stalled = loop {
+        let probe = Instant::now();
+        let answer = get(&client, "/healthz", None).await;
+        answers.push((answer.status, probe.elapsed()));
+        if answer.status == 503 {
+            break answer;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no 503 in 30 s: {answers:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(
+        json(&stalled)["reason"].as_str().unwrap().contains("has not finished a health check"),
+        "{}",
+        stalled.text()
+    );
+    assert!(answers.iter().all(|(status, _)| *status == 200 || *status == 503), "{answers:?}");
+
+    // The rest of the endpoint does not wait on the stuck file.
+    assert_eq!(get(&client, &path, Some(&secret)).await.status, 200);
+    let (id, _, status) = announce(&client, "edge", &certs::mint_node_ca("edge").unwrap(), "").await;
+    assert_eq!((status, id.len()), (201, 32));
+    drop(server);
+}
