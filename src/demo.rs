@@ -100,8 +100,8 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
         name: "demo-node".into(),
         address: "127.0.0.1:9505".into(),
         ca_cert_pem: node_ca_pem.clone(),
-        registration_token: String::new(),
-        poll_secret: secret.clone(),
+        registration_token: Default::default(),
+        poll_secret: secret.clone().into(),
     };
     let announce_path = certs_dir.join("demo-announce.json");
     write_atomic(&announce_path, &announce.to_go_json(), 0o600)?;

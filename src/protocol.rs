@@ -7,6 +7,7 @@
 //! message ever names `service_cert_pem` (a node that reads that word in a
 //! 400 falls back to protocol 1 and posts its admin key).
 
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
@@ -32,8 +33,18 @@ pub fn redacted(secret: &str) -> &'static str {
     if secret.is_empty() { "<none>" } else { "<redacted>" }
 }
 
+/// Writes a secret as its plain text (serde's `serialize_with`): the wire
+/// and the node's own files need it; `Debug` never shows it.
+pub fn expose<S: serde::Serializer>(secret: &SecretString, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(secret.expose_secret())
+}
+
+fn is_empty(secret: &SecretString) -> bool {
+    secret.expose_secret().is_empty()
+}
+
 /// The announcement exactly as janusd serialises it (`announceRequest`).
-#[derive(Clone, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct AnnounceRequest {
     /// Always 2.
     pub protocol: u64,
@@ -44,23 +55,11 @@ pub struct AnnounceRequest {
     /// Its CA certificate, PEM.
     pub ca_cert_pem: String,
     /// The registration token; not sent when empty.
-    #[serde(skip_serializing_if = "String::is_empty")]
-    pub registration_token: String,
+    #[serde(skip_serializing_if = "is_empty", serialize_with = "expose")]
+    pub registration_token: SecretString,
     /// A fresh random secret, hex, the node's proof at its polls.
-    pub poll_secret: String,
-}
-
-impl std::fmt::Debug for AnnounceRequest {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("AnnounceRequest")
-            .field("protocol", &self.protocol)
-            .field("name", &self.name)
-            .field("address", &self.address)
-            .field("ca_cert_pem", &self.ca_cert_pem)
-            .field("registration_token", &redacted(&self.registration_token))
-            .field("poll_secret", &redacted(&self.poll_secret))
-            .finish()
-    }
+    #[serde(serialize_with = "expose")]
+    pub poll_secret: SecretString,
 }
 
 impl AnnounceRequest {
@@ -126,7 +125,7 @@ pub struct Refusal(pub String);
 pub const PROTOCOL_2_ONLY: &str = "protocol 2 only";
 
 /// A validated announcement.
-#[derive(Clone)]
+#[derive(Debug, Clone)]
 pub struct Announcement {
     /// The node's hostname.
     pub name: String,
@@ -137,21 +136,9 @@ pub struct Announcement {
     /// Its CA's SHA-256, lowercase hex.
     pub ca_sha256: String,
     /// Empty when the node was given none.
-    pub registration_token: String,
+    pub registration_token: SecretString,
     /// The poll secret; only its hash is stored.
-    pub poll_secret: String,
-}
-
-impl std::fmt::Debug for Announcement {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Announcement")
-            .field("name", &self.name)
-            .field("address", &self.address)
-            .field("ca_sha256", &self.ca_sha256)
-            .field("registration_token", &redacted(&self.registration_token))
-            .field("poll_secret", &redacted(&self.poll_secret))
-            .finish_non_exhaustive()
-    }
+    pub poll_secret: SecretString,
 }
 
 impl Announcement {
@@ -193,7 +180,14 @@ impl Announcement {
         let ca_cert_pem = required_string(&fields, "ca_cert_pem")?;
         let ca = NodeCa::check(&ca_cert_pem)
             .map_err(|_| refuse("ca_cert_pem must be exactly one PEM CERTIFICATE block, with only whitespace around it, holding a CA certificate (basicConstraints CA:TRUE)"))?;
-        Ok(Announcement { name, address, ca_cert_pem, ca_sha256: ca.sha256, registration_token, poll_secret })
+        Ok(Announcement {
+            name,
+            address,
+            ca_cert_pem,
+            ca_sha256: ca.sha256,
+            registration_token: registration_token.into(),
+            poll_secret: poll_secret.into(),
+        })
     }
 }
 
@@ -253,17 +247,17 @@ mod tests {
             poll_secret: "s3cr3t-poll".into(),
         };
         let shown = format!("{req:?}");
-        assert!(!shown.contains("s3cr3t") && shown.contains("<redacted>"), "{shown}");
+        assert!(!shown.contains("s3cr3t") && shown.contains("REDACTED"), "{shown}");
         let announcement = Announcement {
             name: req.name.clone(),
             address: req.address.clone(),
             ca_cert_pem: String::new(),
             ca_sha256: String::new(),
-            registration_token: String::new(),
+            registration_token: Default::default(),
             poll_secret: req.poll_secret.clone(),
         };
         let shown = format!("{announcement:?}");
-        assert!(!shown.contains("s3cr3t") && shown.contains("<none>"), "{shown}");
+        assert!(!shown.contains("s3cr3t") && shown.contains("REDACTED"), "{shown}");
     }
 
     #[test]
@@ -273,7 +267,7 @@ mod tests {
             name: "edge-2".into(),
             address: "10.0.2.15:9505".into(),
             ca_cert_pem: "-----BEGIN CERTIFICATE-----\na+b/c<&>\n".into(),
-            registration_token: String::new(),
+            registration_token: Default::default(),
             poll_secret: "ab".into(),
         };
         let json = String::from_utf8(req.to_go_json()).unwrap();

@@ -19,6 +19,7 @@ use std::time::Duration;
 
 use http::{Answer, Endpoint, Request, Via};
 use node::{Enrollment, NodeDir, NodeError, Provisioning};
+use secrecy::ExposeSecret;
 
 use crate::clock::go_duration;
 use crate::protocol::{AnnounceAnswer, AnnounceRequest, NODE_API_PORT, PROTOCOL, Trust};
@@ -257,7 +258,7 @@ impl Agent {
             address: advertise.clone(),
             ca_cert_pem: self.ca_pem.clone(),
             registration_token: provisioning.token.clone(),
-            poll_secret: secret.clone(),
+            poll_secret: secret.clone().into(),
         };
         self.config.console.say(&format!(
             "selfregister: announcing to Controller at {addr} as {} ({advertise}) - the node's CA: SHA-256 {}",
@@ -305,7 +306,7 @@ impl Agent {
                 Err(e) => fail(e.to_string()),
             };
         }
-        let enrollment = Enrollment { id: enrolled.id, secret };
+        let enrollment = Enrollment { id: enrolled.id, secret: secret.into() };
         if let Err(e) = self.node.save_enrollment(&enrollment).and_then(|_| self.node.remove_token()) {
             return fail(e.to_string());
         }
@@ -323,7 +324,7 @@ impl Agent {
         let get = Request {
             method: "GET",
             path: &path,
-            headers: vec![("Authorization", format!("Bearer {}", enrollment.secret))],
+            headers: vec![("Authorization", format!("Bearer {}", enrollment.secret.expose_secret()))],
             body: None,
         };
         let answer = match endpoint.send(&get).await {

@@ -10,11 +10,11 @@
 use std::io;
 use std::path::{Path, PathBuf};
 
+use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
 
 use crate::durable::{ensure_private_dir, remove_durably, with_path, write_atomic};
 use crate::pki::mint;
-use crate::protocol::redacted;
 
 /// What went wrong with the node's own files.
 #[derive(Debug, thiserror::Error)]
@@ -34,18 +34,13 @@ pub enum NodeError {
 }
 
 /// The saved enrollment: `{"id","secret"}`, kept while waiting for approval.
-#[derive(Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Enrollment {
     /// The id the endpoint gave.
     pub id: String,
     /// The poll secret sent with the announcement.
-    pub secret: String,
-}
-
-impl std::fmt::Debug for Enrollment {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Enrollment").field("id", &self.id).field("secret", &redacted(&self.secret)).finish()
-    }
+    #[serde(serialize_with = "crate::protocol::expose")]
+    pub secret: SecretString,
 }
 
 /// The node's directory (janusd's `/etc/janus/controller`, plus `pki/` and `fleet/`).
@@ -65,14 +60,15 @@ pub struct Provisioning {
     /// `fleet-root.crt`: the fleet root in fleet mode (PEM, may be empty).
     pub fleet_root: Vec<u8>,
     /// The registration token (empty when none, or once spent).
-    pub token: String,
+    pub token: SecretString,
 }
 
 impl std::fmt::Debug for Provisioning {
+    // The certificates' bytes would fill a screen: left out.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Provisioning")
             .field("address", &self.address)
-            .field("token", &redacted(&self.token))
+            .field("token", &self.token)
             .finish_non_exhaustive()
     }
 }
@@ -106,7 +102,7 @@ impl NodeDir {
         let token = read_optional(&self.path("token"))?
             .map(|t| String::from_utf8_lossy(&t).trim().to_string())
             .unwrap_or_default();
-        Ok(Some(Provisioning { address, controller_ca, fleet_root, token }))
+        Ok(Some(Provisioning { address, controller_ca, fleet_root, token: token.into() }))
     }
 
     /// The saved enrollment, if any.
@@ -171,8 +167,8 @@ impl NodeDir {
         if let Some(root) = data.controller_fleet_root_cert {
             write_atomic(&self.path("fleet-root.crt"), root.as_bytes(), 0o644)?;
         }
-        if let Some(token) = data.registration_token.filter(|t| !t.trim().is_empty()) {
-            write_atomic(&self.path("token"), token.trim().as_bytes(), 0o600)?;
+        if let Some(token) = data.registration_token.filter(|t| !t.expose_secret().trim().is_empty()) {
+            write_atomic(&self.path("token"), token.expose_secret().trim().as_bytes(), 0o600)?;
         }
         // The address last: it is what says "provisioned".
         write_atomic(&self.path("address"), address.trim().as_bytes(), 0o644)?;
@@ -181,7 +177,7 @@ impl NodeDir {
 }
 
 /// The NoCloud user-data keys the node reads for registration.
-#[derive(Default)]
+#[derive(Debug, Default)]
 pub struct UserData {
     /// `controller.address`.
     pub controller_address: Option<String>,
@@ -190,19 +186,9 @@ pub struct UserData {
     /// `controller.fleet_root_cert`.
     pub controller_fleet_root_cert: Option<String>,
     /// `controller.registration_token`.
-    pub registration_token: Option<String>,
+    pub registration_token: Option<SecretString>,
     /// `network.hostname`.
     pub hostname: Option<String>,
-}
-
-impl std::fmt::Debug for UserData {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("UserData")
-            .field("controller_address", &self.controller_address)
-            .field("registration_token", &self.registration_token.as_deref().map(redacted))
-            .field("hostname", &self.hostname)
-            .finish_non_exhaustive()
-    }
 }
 
 impl UserData {
@@ -225,7 +211,7 @@ impl UserData {
             controller_address: string("controller_address")?,
             controller_ca_cert: string("controller_ca_cert")?,
             controller_fleet_root_cert: string("controller_fleet_root_cert")?,
-            registration_token: string("registration_token")?,
+            registration_token: string("registration_token")?.map(SecretString::from),
             hostname: obj
                 .get("network")
                 .and_then(|n| n.get("hostname"))
@@ -285,7 +271,7 @@ mod tests {
         };
         let user_data = UserData { registration_token: Some("s3cr3t-token".into()), ..Default::default() };
         for shown in [format!("{enrollment:?}"), format!("{provisioning:?}"), format!("{user_data:?}")] {
-            assert!(!shown.contains("s3cr3t") && shown.contains("<redacted>"), "{shown}");
+            assert!(!shown.contains("s3cr3t") && shown.contains("REDACTED"), "{shown}");
         }
     }
 
@@ -316,9 +302,13 @@ mod tests {
         let ca = mint::mint_node_ca("x").unwrap().cert_pem;
         let ud = serde_json::json!({"controller_address": "h:1", "controller_ca_cert": ca, "registration_token": "t"});
         node.provision_from_user_data(ud.to_string().as_bytes()).unwrap();
-        assert_eq!(node.provisioning().unwrap().unwrap().token, "t");
+        assert_eq!(node.provisioning().unwrap().unwrap().token.expose_secret(), "t");
         node.remove_token().unwrap();
         node.provision_from_user_data(ud.to_string().as_bytes()).unwrap();
-        assert_eq!(node.provisioning().unwrap().unwrap().token, "", "a dropped token stays dropped");
+        assert_eq!(
+            node.provisioning().unwrap().unwrap().token.expose_secret(),
+            "",
+            "a dropped token stays dropped"
+        );
     }
 }

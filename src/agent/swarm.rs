@@ -250,8 +250,8 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
                 name,
                 address: format!("10.{}.{}.{}:9505", (i >> 16) & 255, (i >> 8) & 255, i & 255),
                 ca_cert_pem: ca.cert_pem,
-                registration_token: config.tokens.get(i).cloned().unwrap_or_default(),
-                poll_secret: secret.clone(),
+                registration_token: config.tokens.get(i).cloned().unwrap_or_default().into(),
+                poll_secret: secret.clone().into(),
             };
             Ok((request.to_go_json(), secret))
         })

@@ -13,7 +13,7 @@ use crate::durable::write_atomic;
 use crate::pki;
 pub use crate::pki::mint::{
     FleetMaterial, MintError, Minted, console_line, mint_controller, mint_fleet, mint_node_ca, sign_bundle,
-    with_suffix, write_new, write_pair,
+    with_suffix, write_pair,
 };
 
 /// Writes a fleet into `dir` (created 0700 when missing), refusing to touch
@@ -31,7 +31,12 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
         return Err(MintError::Exists(dir.join(name)));
     }
     for (name, bytes, mode) in files {
-        write_new(&dir.join(name), bytes, mode)?;
+        // Created whole or not at all, never replaced: one made meanwhile
+        // by someone else stays theirs.
+        let path = dir.join(name);
+        if !crate::durable::create_exclusive(&path, bytes, mode)? {
+            return Err(MintError::Exists(path));
+        }
     }
     Ok(())
 }

@@ -180,15 +180,6 @@ fn ensure_newline(s: &str) -> String {
     if s.ends_with('\n') { s.to_string() } else { format!("{s}\n") }
 }
 
-/// Writes a new file, refusing to replace one that exists.
-pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> Result<(), MintError> {
-    if path.exists() {
-        return Err(MintError::Exists(path.to_path_buf()));
-    }
-    write_atomic(path, bytes, mode)?;
-    Ok(())
-}
-
 /// Writes `PREFIX.crt` (0644) and `PREFIX.key` (0600).
 pub fn write_pair(prefix: &Path, minted: &Minted, replace: bool) -> Result<(PathBuf, PathBuf), MintError> {
     let crt = with_suffix(prefix, "crt");

@@ -28,9 +28,10 @@ pub struct Watched {
     pub key: PathBuf,
 }
 
-type Stamp = Vec<Option<(u64, i64, i64, u64)>>;
+/// Each file's size, mtime and inode as last looked at (`None`: missing).
+type FilesSeen = Vec<Option<(u64, i64, i64, u64)>>;
 
-fn stamp(paths: &[PathBuf]) -> Stamp {
+fn look_at(paths: &[PathBuf]) -> FilesSeen {
     paths
         .iter()
         .map(|p| std::fs::metadata(p).ok().map(|m| (m.len(), m.mtime(), m.mtime_nsec(), m.ino())))
@@ -43,15 +44,15 @@ fn stamp(paths: &[PathBuf]) -> Stamp {
 pub async fn run(app: Arc<App>, cert: Arc<CurrentCert>, watched: Watched, every: Duration) {
     let fleet_files = vec![watched.fleet.join("root.crt"), watched.fleet.join("bundle.json")];
     let cert_files = vec![watched.cert.clone(), watched.key.clone()];
-    let stamps = |fleet: Vec<PathBuf>, cert: Vec<PathBuf>| async move {
-        tokio::task::spawn_blocking(move || (stamp(&fleet), stamp(&cert))).await.ok()
+    let look = |fleet: Vec<PathBuf>, cert: Vec<PathBuf>| async move {
+        tokio::task::spawn_blocking(move || (look_at(&fleet), look_at(&cert))).await.ok()
     };
-    let Some((mut fleet_seen, mut cert_seen)) = stamps(fleet_files.clone(), cert_files.clone()).await else {
+    let Some((mut fleet_seen, mut cert_seen)) = look(fleet_files.clone(), cert_files.clone()).await else {
         return;
     };
     loop {
         tokio::time::sleep(every).await;
-        let Some((fleet_now, cert_now)) = stamps(fleet_files.clone(), cert_files.clone()).await else {
+        let Some((fleet_now, cert_now)) = look(fleet_files.clone(), cert_files.clone()).await else {
             continue;
         };
         if fleet_now != fleet_seen {

@@ -13,6 +13,7 @@ use axum::extract::{ConnectInfo, Path, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use secrecy::ExposeSecret;
 
 use super::App;
 use super::error::ApiError;
@@ -59,7 +60,7 @@ async fn announce_or_refuse(
     app.store.format_refusal().map_or(Ok(()), Err)?;
     app.limiter.check(peer.ip()).map_err(ApiError::TooMany)?;
     let body = read_body(&headers, body, app.body_timeout).await?;
-    let mut announcement = Announcement::parse(&body)?;
+    let announcement = Announcement::parse(&body)?;
     // Full: only an announcement a token admits gets in, with or without a
     // token (a made-up token must not be a way around the cap).
     let room = app.pending.get() < app.limits.max_pending;
@@ -69,18 +70,18 @@ async fn announce_or_refuse(
                 .into(),
         )
     };
-    if !room && announcement.registration_token.is_empty() {
+    if !room && announcement.registration_token.expose_secret().is_empty() {
         return Err(full());
     }
     let trust = app.trust();
-    let token = std::mem::take(&mut announcement.registration_token);
+    let token = announcement.registration_token.expose_secret().to_string();
     let record = NodeRecord {
         id: NodeId::generate(),
         name: announcement.name,
         address: announcement.address,
         ca_cert_pem: announcement.ca_cert_pem,
         admitted: false,
-        poll_secret_sha256: sha256_hex(announcement.poll_secret.as_bytes()),
+        poll_secret_sha256: sha256_hex(announcement.poll_secret.expose_secret().as_bytes()),
         ca_sha256: Some(announcement.ca_sha256),
         announced_at: Some(crate::clock::now_rfc3339()),
         peer_address: Some(peer.to_string()),
