@@ -28,11 +28,6 @@ pub const MAX_TOKEN: usize = 512;
 /// The port janusd's API listens on, which it announces.
 pub const NODE_API_PORT: u16 = 9505;
 
-/// What `Debug` prints for a secret: never the secret, only whether there is one.
-pub fn redacted(secret: &str) -> &'static str {
-    if secret.is_empty() { "<none>" } else { "<redacted>" }
-}
-
 /// Writes a secret as its plain text (serde's `serialize_with`): the wire
 /// and the node's own files need it; `Debug` never shows it.
 pub fn expose<S: serde::Serializer>(secret: &SecretString, serializer: S) -> Result<S::Ok, S::Error> {

@@ -91,6 +91,7 @@ fn canonical(bundle: &[u8]) -> Result<Vec<u8>, NodeError> {
 mod tests {
     use super::*;
     use crate::pki::mint;
+    use secrecy::ExposeSecret;
 
     fn trust_of(fleet: &mint::FleetMaterial) -> Trust {
         Trust { root_cert: fleet.root.cert_pem.clone(), bundle: BASE64.encode(&fleet.bundle_json) }
@@ -109,12 +110,20 @@ mod tests {
         // The same bundle again is a no-op success (a node that lost power mid-apply).
         apply(&node, root, &trust_of(&fleet)).unwrap();
         // An older one is refused; a different one of the same version too.
-        let older =
-            mint::sign_bundle(&fleet.root.key_pem, std::slice::from_ref(&fleet.issuing.cert_pem), 1).unwrap();
+        let older = mint::sign_bundle(
+            fleet.root.key_pem.expose_secret(),
+            std::slice::from_ref(&fleet.issuing.cert_pem),
+            1,
+        )
+        .unwrap();
         let older = Trust { bundle: BASE64.encode(&older), ..trust_of(&fleet) };
         assert!(apply(&node, root, &older).unwrap_err().to_string().contains("newer bundle"));
-        let newer =
-            mint::sign_bundle(&fleet.root.key_pem, std::slice::from_ref(&fleet.issuing.cert_pem), 3).unwrap();
+        let newer = mint::sign_bundle(
+            fleet.root.key_pem.expose_secret(),
+            std::slice::from_ref(&fleet.issuing.cert_pem),
+            3,
+        )
+        .unwrap();
         let newer = Trust { bundle: BASE64.encode(&newer), ..trust_of(&fleet) };
         assert_eq!(apply(&node, root, &newer).unwrap().version, 3);
     }

@@ -7,6 +7,7 @@
 //! overwritten; a re-signed bundle is checked against the root before it is
 //! written.
 
+use secrecy::ExposeSecret;
 use std::path::Path;
 
 use crate::durable::write_atomic;
@@ -22,9 +23,9 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
     crate::durable::ensure_private_dir(dir)?;
     let files: [(&str, &[u8], u32); 5] = [
         ("root.crt", fleet.root.cert_pem.as_bytes(), 0o644),
-        ("root.key", fleet.root.key_pem.as_bytes(), 0o600),
+        ("root.key", fleet.root.key_pem.expose_secret().as_bytes(), 0o600),
         ("issuing.crt", fleet.issuing.cert_pem.as_bytes(), 0o644),
-        ("issuing.key", fleet.issuing.key_pem.as_bytes(), 0o600),
+        ("issuing.key", fleet.issuing.key_pem.expose_secret().as_bytes(), 0o600),
         ("bundle.json", &fleet.bundle_json, 0o644),
     ];
     if let Some((name, _, _)) = files.iter().find(|(name, _, _)| dir.join(name).exists()) {
@@ -131,5 +132,5 @@ pub fn read_text(path: &Path) -> Result<String, MintError> {
 
 /// A certificate and key pair from two PEM files.
 pub fn read_minted(cert: &Path, key: &Path) -> Result<Minted, MintError> {
-    Ok(Minted { cert_pem: read_text(cert)?, key_pem: read_text(key)? })
+    Ok(Minted { cert_pem: read_text(cert)?, key_pem: read_text(key)?.into() })
 }

@@ -17,6 +17,7 @@ use rcgen::{
     BasicConstraints, CertificateParams, DnType, ExtendedKeyUsagePurpose, IsCa, Issuer, KeyPair,
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SerialNumber, SigningKey,
 };
+use secrecy::{ExposeSecret, SecretString};
 use time::{Duration, OffsetDateTime};
 
 use super::{BundlePayload, FLEET_CONTROLLER_NAME, PkiError, SignedBundle};
@@ -42,22 +43,13 @@ pub enum MintError {
     Invalid(String),
 }
 
-/// A certificate and its private key, both PEM.
-#[derive(Clone)]
+/// A certificate and its private key, both PEM (`Debug` never shows the key).
+#[derive(Debug, Clone)]
 pub struct Minted {
     /// The certificate (PEM; the chain for an endpoint).
     pub cert_pem: String,
     /// Its private key (PEM).
-    pub key_pem: String,
-}
-
-impl std::fmt::Debug for Minted {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Minted")
-            .field("cert_pem", &self.cert_pem)
-            .field("key_pem", &crate::protocol::redacted(&self.key_pem))
-            .finish()
-    }
+    pub key_pem: SecretString,
 }
 
 /// A development fleet: root, issuing CA and the signed bundle.
@@ -112,9 +104,10 @@ pub fn mint_fleet(name: &str, version: u64) -> Result<FleetMaterial, MintError> 
     issuing.use_authority_key_identifier_extension = true;
     let issuing_cert = issuing.signed_by(&issuing_key, &root_issuer)?;
 
-    let root = Minted { cert_pem: root_cert.pem(), key_pem: root_key.serialize_pem() };
-    let issuing = Minted { cert_pem: issuing_cert.pem(), key_pem: issuing_key.serialize_pem() };
-    let bundle_json = sign_bundle(&root.key_pem, std::slice::from_ref(&issuing.cert_pem), version)?;
+    let root = Minted { cert_pem: root_cert.pem(), key_pem: root_key.serialize_pem().into() };
+    let issuing = Minted { cert_pem: issuing_cert.pem(), key_pem: issuing_key.serialize_pem().into() };
+    let bundle_json =
+        sign_bundle(root.key_pem.expose_secret(), std::slice::from_ref(&issuing.cert_pem), version)?;
     Ok(FleetMaterial { root, issuing, bundle_json })
 }
 
@@ -142,7 +135,7 @@ pub fn sign_bundle(root_key_pem: &str, issuing_cas: &[String], version: u64) -> 
 /// `extra_sans`, names or IPs), CA:FALSE, digitalSignature, serverAuth, signed
 /// by the issuing CA. The PEM is the leaf followed by the issuing CA.
 pub fn mint_controller(issuing: &Minted, days: i64, extra_sans: &[String]) -> Result<Minted, MintError> {
-    let issuing_key = KeyPair::from_pem(&issuing.key_pem)?;
+    let issuing_key = KeyPair::from_pem(issuing.key_pem.expose_secret())?;
     let issuer = Issuer::from_ca_cert_pem(&issuing.cert_pem, &issuing_key)?;
     let key = new_key()?;
     let mut sans = vec![FLEET_CONTROLLER_NAME.to_string()];
@@ -155,7 +148,7 @@ pub fn mint_controller(issuing: &Minted, days: i64, extra_sans: &[String]) -> Re
     let cert = leaf.signed_by(&key, &issuer)?;
     Ok(Minted {
         cert_pem: format!("{}{}", cert.pem(), ensure_newline(&issuing.cert_pem)),
-        key_pem: key.serialize_pem(),
+        key_pem: key.serialize_pem().into(),
     })
 }
 
@@ -168,7 +161,7 @@ pub fn mint_node_ca(hostname: &str) -> Result<Minted, MintError> {
     ca.key_usages =
         vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::DigitalSignature, KeyUsagePurpose::CrlSign];
     let cert = ca.self_signed(&key)?;
-    Ok(Minted { cert_pem: cert.pem(), key_pem: key.serialize_pem() })
+    Ok(Minted { cert_pem: cert.pem(), key_pem: key.serialize_pem().into() })
 }
 
 /// The node's console line for a CA certificate.
@@ -192,7 +185,7 @@ pub fn write_pair(prefix: &Path, minted: &Minted, replace: bool) -> Result<(Path
         }
     }
     // The key first: a reader that finds the new certificate finds its key.
-    write_atomic(&key, minted.key_pem.as_bytes(), 0o600)?;
+    write_atomic(&key, minted.key_pem.expose_secret().as_bytes(), 0o600)?;
     write_atomic(&crt, minted.cert_pem.as_bytes(), 0o644)?;
     Ok((crt, key))
 }
@@ -218,7 +211,7 @@ mod tests {
     fn debug_never_shows_a_key() {
         let minted = mint_node_ca("edge-1").unwrap();
         let shown = format!("{minted:?}");
-        assert!(!shown.contains("PRIVATE KEY") && shown.contains("<redacted>"), "{shown}");
+        assert!(!shown.contains("PRIVATE KEY") && shown.contains("REDACTED"), "{shown}");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! The agent against a real endpoint over real TLS: every answer handled as
 //! janusd handles it, and the trust applied (or refused) as janusd does.
 
+use secrecy::ExposeSecret;
 use std::os::unix::fs::PermissionsExt;
 use std::time::Duration;
 
@@ -159,13 +160,17 @@ async fn tampered_unversioned_or_foreign_bundles_are_refused() {
     let cases = [
         (
             "tampered signature",
-            signed_bundle(&fx.fleet.root.key_pem, &payload(2, issuing), true),
+            signed_bundle(fx.fleet.root.key_pem.expose_secret(), &payload(2, issuing), true),
             "signature",
         ),
-        ("version 0", signed_bundle(&fx.fleet.root.key_pem, &payload(0, issuing), false), "no version"),
+        (
+            "version 0",
+            signed_bundle(fx.fleet.root.key_pem.expose_secret(), &payload(0, issuing), false),
+            "no version",
+        ),
         (
             "foreign issuing CA",
-            signed_bundle(&fx.fleet.root.key_pem, &payload(2, &stranger), false),
+            signed_bundle(fx.fleet.root.key_pem.expose_secret(), &payload(2, &stranger), false),
             "isn't a CA the fleet's root signed",
         ),
     ];

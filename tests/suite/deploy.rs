@@ -4,6 +4,7 @@
 //! logs carry node ids and no secrets, and several replicas share one state
 //! directory safely, one of them killed mid-load.
 
+use secrecy::ExposeSecret;
 use std::collections::HashSet;
 use std::process::Command;
 use std::time::Duration;
@@ -309,7 +310,10 @@ async fn a_kubernetes_secret_update_is_served_without_a_restart() {
     let fleet = fx.dir.path().join("fleet-secret");
     let mut tls_volume = SecretVolume::new(
         tls.clone(),
-        &[("tls.crt", fx.controller.cert_pem.as_bytes()), ("tls.key", fx.controller.key_pem.as_bytes())],
+        &[
+            ("tls.crt", fx.controller.cert_pem.as_bytes()),
+            ("tls.key", fx.controller.key_pem.expose_secret().as_bytes()),
+        ],
     );
     let bundle = std::fs::read(fx.fleet_dir().join("bundle.json")).unwrap();
     let mut fleet_volume = SecretVolume::new(
@@ -330,7 +334,10 @@ async fn a_kubernetes_secret_update_is_served_without_a_restart() {
 
     // cert-manager renewed the certificate: the kubelet swaps ..data.
     let renewed = certs::mint_controller(&fx.fleet.issuing, 30, &["127.0.0.1".to_string()]).unwrap();
-    tls_volume.update(&[("tls.crt", renewed.cert_pem.as_bytes()), ("tls.key", renewed.key_pem.as_bytes())]);
+    tls_volume.update(&[
+        ("tls.crt", renewed.cert_pem.as_bytes()),
+        ("tls.key", renewed.key_pem.expose_secret().as_bytes()),
+    ]);
     let renewed_der =
         janus_registration::pki::first_certificate(renewed.cert_pem.as_bytes(), "renewed").unwrap().to_vec();
     let presented = eventually(|| presented_certificate(server.addr), |p| *p == renewed_der).await;
@@ -338,9 +345,12 @@ async fn a_kubernetes_secret_update_is_served_without_a_restart() {
     assert!(server.log().contains("reloaded the certificate"), "{}", server.log());
 
     // A new bundle in the fleet Secret, swapped the same way.
-    let bundle_v2 =
-        certs::sign_bundle(&fx.fleet.root.key_pem, std::slice::from_ref(&fx.fleet.issuing.cert_pem), 2)
-            .unwrap();
+    let bundle_v2 = certs::sign_bundle(
+        fx.fleet.root.key_pem.expose_secret(),
+        std::slice::from_ref(&fx.fleet.issuing.cert_pem),
+        2,
+    )
+    .unwrap();
     fleet_volume.update(&[("root.crt", fx.fleet.root.cert_pem.as_bytes()), ("bundle.json", &bundle_v2)]);
     let served = eventually(
         || async { json(&get(&client, &path, Some(&secret)).await)["bundle"].clone() },

@@ -68,7 +68,7 @@ fn crafted_ca(common_name: &str, expired: bool) -> Minted {
         params.not_after = time::OffsetDateTime::now_utc() - time::Duration::days(1);
     }
     let cert = params.self_signed(&key).unwrap();
-    Minted { cert_pem: cert.pem(), key_pem: key.serialize_pem() }
+    Minted { cert_pem: cert.pem(), key_pem: key.serialize_pem().into() }
 }
 
 fn with_pem(ca: &Minted, pem: String) -> Minted {

@@ -2,6 +2,7 @@
 //! trail, token expiry and uses, the admission command, live reload and the
 //! limits that keep the endpoint up.
 
+use secrecy::ExposeSecret;
 use std::process::Command;
 use std::time::Duration;
 
@@ -395,7 +396,7 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
     assert_eq!(presented, after);
 
     // A key that does not match is refused; the last good pair stays.
-    std::fs::write(fx.key(), certs::mint_node_ca("x").unwrap().key_pem).unwrap();
+    std::fs::write(fx.key(), certs::mint_node_ca("x").unwrap().key_pem.expose_secret()).unwrap();
     assert!(
         wait_for(Duration::from_secs(20), || server.log().contains("refused the changed certificate")),
         "{}",

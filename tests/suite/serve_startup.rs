@@ -1,6 +1,7 @@
 //! Startup checks: each refusal is one clear sentence and a non-zero exit,
 //! before any socket is bound.
 
+use secrecy::ExposeSecret;
 use std::os::unix::fs::PermissionsExt;
 use std::process::Command;
 
@@ -52,7 +53,11 @@ fn a_bundle_signed_by_another_root_is_refused() {
 fn a_bundle_of_version_0_is_refused() {
     let fx = Fixture::new();
     let payload = serde_json::json!({"version": 0, "issuing_cas": [fx.fleet.issuing.cert_pem]}).to_string();
-    std::fs::write(fx.fleet_dir().join("bundle.json"), signed(&fx.fleet.root.key_pem, &payload)).unwrap();
+    std::fs::write(
+        fx.fleet_dir().join("bundle.json"),
+        signed(fx.fleet.root.key_pem.expose_secret(), &payload),
+    )
+    .unwrap();
     serve_fails(&fx, "the bundle has no version");
 }
 
@@ -61,7 +66,11 @@ fn a_bundle_listing_a_ca_the_root_did_not_sign_is_refused() {
     let fx = Fixture::new();
     let other = certs::mint_fleet("Other", 1).unwrap();
     let payload = serde_json::json!({"version": 3, "issuing_cas": [other.issuing.cert_pem]}).to_string();
-    std::fs::write(fx.fleet_dir().join("bundle.json"), signed(&fx.fleet.root.key_pem, &payload)).unwrap();
+    std::fs::write(
+        fx.fleet_dir().join("bundle.json"),
+        signed(fx.fleet.root.key_pem.expose_secret(), &payload),
+    )
+    .unwrap();
     serve_fails(&fx, "isn't a CA the fleet's root signed");
 }
 
@@ -76,7 +85,7 @@ fn a_bundle_that_is_not_json_is_refused() {
 fn a_key_that_does_not_match_the_certificate_is_refused() {
     let fx = Fixture::new();
     let other = certs::mint_node_ca("x").unwrap();
-    std::fs::write(fx.key(), other.key_pem).unwrap();
+    std::fs::write(fx.key(), other.key_pem.expose_secret()).unwrap();
     serve_fails(&fx, "does not match the certificate");
 }
 
