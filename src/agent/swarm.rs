@@ -3,6 +3,7 @@
 //! does on the wire: a new TLS connection per request, fleet-mode checks,
 //! the same body and headers. It reports rates, latency percentiles and errors.
 
+use secrecy::SecretString;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -54,7 +55,7 @@ pub struct SwarmConfig {
     /// Polls each node makes after announcing.
     pub polls: usize,
     /// Node i announces with token i, when there is one.
-    pub tokens: Vec<String>,
+    pub tokens: Vec<SecretString>,
     /// Approve every pending node in this state directory before polling.
     pub approve_in: Option<PathBuf>,
     /// Only `GET` this path instead of announcing.
@@ -64,13 +65,14 @@ pub struct SwarmConfig {
 }
 
 impl std::fmt::Debug for SwarmConfig {
+    // The fleet root's bytes would fill a screen: left out.
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("SwarmConfig")
             .field("addr", &self.addr)
             .field("nodes", &self.nodes)
             .field("concurrency", &self.concurrency)
             .field("polls", &self.polls)
-            .field("tokens", &format_args!("<{} redacted>", self.tokens.len()))
+            .field("tokens", &self.tokens)
             .finish_non_exhaustive()
     }
 }
@@ -250,7 +252,7 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
                 name,
                 address: format!("10.{}.{}.{}:9505", (i >> 16) & 255, (i >> 8) & 255, i & 255),
                 ca_cert_pem: ca.cert_pem,
-                registration_token: config.tokens.get(i).cloned().unwrap_or_default().into(),
+                registration_token: config.tokens.get(i).cloned().unwrap_or_default(),
                 poll_secret: secret.clone().into(),
             };
             Ok((request.to_go_json(), secret))
@@ -313,7 +315,7 @@ pub async fn run_command(args: &SwarmCommand) -> Result<String, AgentError> {
         Some(path) => std::fs::read_to_string(path)
             .map_err(AgentError::file(path))?
             .split_whitespace()
-            .map(str::to_string)
+            .map(SecretString::from)
             .collect(),
         None => vec![],
     };
