@@ -493,6 +493,7 @@ async fn a_full_disk_spends_no_token_and_the_retry_admits() {
     let answer = post(&client, &announcement("edge", &ca, "full-disk-0001-long", &new_secret())).await;
     assert_eq!(json(&answer)["admitted"], true, "the node's retry is admitted");
     assert_eq!(whole_admissions(&fx.state()), Ok(1));
-    eventually(|| get(&client, "/healthz", None), |a| a.status == 200).await;
+    let health = eventually(|| get(&client, "/healthz", None), |a| a.status == 200).await;
+    assert_eq!(health.status, 200, "healthy again once a write succeeds: {}", health.text());
     server.stop().await;
 }
