@@ -5,14 +5,16 @@
 //! Invariants: the presented secret is hashed and compared with the
 //! record's hash in constant time; an unknown id, a wrong secret and a
 //! rejected node are the same answer ([`PollAnswer::Unknown`]), so a
-//! client cannot tell them apart. The usual poll costs a 1 KiB read and two
-//! `stat`s; only the first delivery reads the approval and writes.
+//! client cannot tell them apart. The usual poll costs a 1 KiB read (only
+//! the secret's hash is parsed out of it) and three `stat`s; only the first
+//! delivery reads the approval and writes.
 
 use std::io;
 
 use subtle::ConstantTimeEq;
 
-use super::{Approval, AuditEvent, DecidedBy, NodeId, NodeRecord, Store};
+use super::{Approval, AuditEvent, DecidedBy, NodeId, Store};
+use crate::durable;
 use crate::pki::sha256_hex;
 
 /// What a poll is answered.
@@ -33,9 +35,22 @@ impl Store {
     /// repeats the events at the next poll (readers drop repeats), never
     /// loses them.
     pub fn poll(&self, id: &NodeId, secret: &[u8], bundle_version: u64) -> io::Result<PollAnswer> {
-        let Some(record) = self.read_record(id)? else { return Ok(PollAnswer::Unknown) };
+        // Only the hash is needed on the usual path: the rest of the record
+        // (its PEM, above all) is skipped, not copied.
+        #[derive(serde::Deserialize)]
+        struct SecretHash {
+            poll_secret_sha256: String,
+        }
+        let path = self.record_path(id);
+        let bytes = match durable::read_fresh(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PollAnswer::Unknown),
+            Err(e) => return Err(durable::with_path(e, &path)),
+        };
+        let stored: SecretHash = serde_json::from_slice(&bytes)
+            .map_err(|e| durable::with_path(io::Error::new(io::ErrorKind::InvalidData, e), &path))?;
         let presented = sha256_hex(secret);
-        let matches: bool = presented.as_bytes().ct_eq(record.poll_secret_sha256.as_bytes()).into();
+        let matches: bool = presented.as_bytes().ct_eq(stored.poll_secret_sha256.as_bytes()).into();
         if !matches || self.poll_refused(id) {
             return Ok(PollAnswer::Unknown);
         }
@@ -47,17 +62,11 @@ impl Store {
         }
         // Removed between the two looks: still pending.
         let Some(approval) = self.approval(id) else { return Ok(PollAnswer::Pending) };
-        self.record_first_delivery(&record, &approval, bundle_version)?;
+        self.record_first_delivery(id, &approval, bundle_version)?;
         Ok(PollAnswer::Admitted)
     }
 
-    fn record_first_delivery(
-        &self,
-        record: &NodeRecord,
-        approval: &Approval,
-        bundle_version: u64,
-    ) -> io::Result<()> {
-        let id = &record.id;
+    fn record_first_delivery(&self, id: &NodeId, approval: &Approval, bundle_version: u64) -> io::Result<()> {
         let mut events = Vec::new();
         // A `touch`ed approval has no event yet: the node learns it now. Over a
         // rejected CA it wins (the admin acted on purpose), and says so.
