@@ -7,10 +7,11 @@
 //! and that request only.
 //!
 //! Invariants: one hand-off per request (a poll's read and `stat`s, an
-//! announcement's whole admission, each in one closure); `/healthz` never
-//! waits on the file system but at its very first request: it answers the
-//! last result while the next check runs in the background, and 503 once a
-//! check has run for [`HEALTH_STALL`] without finishing.
+//! announcement's whole admission, each in one closure); `/healthz` waits
+//! on the file system only when it has no recent result (its first probe,
+//! or the first after [`HEALTH_STALL`] without probes): otherwise it answers
+//! the last result while the next check runs in the background, and 503
+//! once a check has run for [`HEALTH_STALL`] without finishing.
 
 use std::io;
 use std::sync::{Arc, Mutex};
@@ -25,9 +26,10 @@ use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store, StoreError, Unheal
 /// A health result is reused for this long: `/healthz` is the benchmark's
 /// ceiling, so it must not cost a file write per request.
 const HEALTH_FRESH: Duration = Duration::from_secs(1);
-/// With no health check finished for this long, the state is reported
+/// A health check running this long without finishing reports the state
 /// stalled (a hung network filesystem): `/healthz` says 503 at once
-/// instead of hanging the probe.
+/// instead of hanging the probe. A last result older than this is not
+/// answered with.
 pub const HEALTH_STALL: Duration = Duration::from_secs(10);
 
 /// The store, called from async code.
