@@ -30,7 +30,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use crate::pki::{Fleet, PkiError, ServedIdentity};
 use crate::protocol::Trust;
 use crate::store::maintain::MaintenanceLimits;
-use crate::store::{AsyncStore, Store, Unhealthy};
+use crate::store::{AsyncStore, Store};
 
 /// Where `serve` listens by default.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
@@ -195,11 +195,6 @@ impl App {
     /// The trust served now.
     pub fn trust(&self) -> Arc<ServedTrust> {
         self.trust.read().unwrap_or_else(|e| e.into_inner()).clone()
-    }
-
-    /// Whether the state can be relied on ([`Store::check_health`]).
-    pub async fn state_health(&self) -> Result<(), Unhealthy> {
-        self.store.health().await
     }
 
     /// Serves `trust` from the next request on.

@@ -155,7 +155,7 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Re
 /// 200 while the fleet is loaded and the state can be relied on: a durable
 /// write succeeds and the tokens files read and parse; else 503 and why.
 pub async fn healthz(State(app): State<Arc<App>>) -> Response {
-    match app.state_health().await {
+    match app.store.health().await {
         Ok(()) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response(),
         Err(reason) => {
             tracing::warn!(cause = %reason, "health check failed");

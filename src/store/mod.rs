@@ -44,8 +44,9 @@ use serde_json::{Map, Value};
 
 use crate::durable;
 
-/// The record at `path` through a fresh open; `None` when there is none.
-fn read_record_at(path: &Path) -> io::Result<Option<NodeRecord>> {
+/// The record (or the part of it `T` names) at `path` through a fresh
+/// open; `None` when there is none.
+fn read_record_at<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Option<T>> {
     match durable::read_fresh(path) {
         Ok(bytes) => serde_json::from_slice(&bytes)
             .map(Some)

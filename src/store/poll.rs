@@ -14,7 +14,6 @@ use std::io;
 use subtle::ConstantTimeEq;
 
 use super::{Approval, AuditEvent, DecidedBy, NodeId, Store};
-use crate::durable;
 use crate::pki::sha256_hex;
 
 /// What a poll is answered.
@@ -41,14 +40,9 @@ impl Store {
         struct SecretHash {
             poll_secret_sha256: String,
         }
-        let path = self.record_path(id);
-        let bytes = match durable::read_fresh(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PollAnswer::Unknown),
-            Err(e) => return Err(durable::with_path(e, &path)),
+        let Some(stored) = super::read_record_at::<SecretHash>(&self.record_path(id))? else {
+            return Ok(PollAnswer::Unknown);
         };
-        let stored: SecretHash = serde_json::from_slice(&bytes)
-            .map_err(|e| durable::with_path(io::Error::new(io::ErrorKind::InvalidData, e), &path))?;
         let presented = sha256_hex(secret);
         let matches: bool = presented.as_bytes().ct_eq(stored.poll_secret_sha256.as_bytes()).into();
         if !matches || self.poll_refused(id) {
