@@ -150,6 +150,23 @@ pub fn create_exclusive(path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool
 /// never acknowledged.
 pub fn append_durably(path: &Path, bytes: &[u8], mode: u32, follow_links: bool) -> io::Result<()> {
     let existed = fs::symlink_metadata(path).is_ok();
+    if follow_links && existed && fs::metadata(path).is_err() {
+        // A dangling link: creating its target here would make a file
+        // with this process's owner and mode (root's, 0600, under sudo)
+        // where the admin meant one of their own, which the server may
+        // then be unable to read.
+        let target = fs::read_link(path).map(|t| t.display().to_string()).unwrap_or_default();
+        return Err(with_path(
+            io::Error::new(
+                io::ErrorKind::NotFound,
+                format!(
+                    "it is a link to {target}, which does not exist: create that file (owned by the user \
+                     the server runs as), or remove the link"
+                ),
+            ),
+            path,
+        ));
+    }
     let flags = if follow_links { 0 } else { libc_nofollow() };
     let mut file = OpenOptions::new()
         .read(true)

@@ -10,14 +10,36 @@ use crate::store::audit::{current_user, token_fingerprint};
 use crate::store::tokens::{self, TokenMeta};
 use crate::terminal::{self, escape};
 
+/// The most tokens one `tokens add` makes.
+pub const MAX_COUNT: usize = 100_000;
+/// The longest `--expires-in`: ten years.
+pub const MAX_LIFETIME: std::time::Duration = std::time::Duration::from_secs(10 * 365 * 24 * 3600);
+
+/// Refuses what `tokens add` must not write: each bound is documented
+/// (docs/operating.md) and said in the refusal.
+fn check_add(args: &super::TokensAddArgs) -> Result<()> {
+    let refuse = |why: String| Err(AdminError::Usage(why));
+    if !(1..=MAX_COUNT).contains(&args.count) {
+        return refuse(format!("--count must be between 1 and {MAX_COUNT}"));
+    }
+    if args.uses.is_some_and(|n| !(1..=tokens::MAX_USES).contains(&n)) {
+        return refuse(format!("--uses must be between 1 and {}", tokens::MAX_USES));
+    }
+    if args.expires_in.is_some_and(|d| d.is_zero() || d > MAX_LIFETIME) {
+        return refuse("--expires-in must be more than 0 s and at most 10 years (3650d)".into());
+    }
+    if args.description.as_ref().is_some_and(|d| d.chars().count() > tokens::MAX_DESCRIPTION) {
+        return refuse(format!("--description must be at most {} characters", tokens::MAX_DESCRIPTION));
+    }
+    Ok(())
+}
+
 /// Runs a `tokens` subcommand; `Ok` is what to print.
 pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
     let store = open(state)?;
     match command {
         TokensCommand::Add(args) => {
-            if args.count == 0 || args.uses == Some(0) {
-                return Err(AdminError::Usage("--count and --uses must be at least 1".into()));
-            }
+            check_add(args)?;
             let made: Vec<String> = (0..args.count).map(|_| tokens::generate()).collect();
             let user = current_user();
             let meta = TokenMeta {

@@ -44,7 +44,12 @@ use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store};
 use crate::durable;
 
 /// How far a recovery looks for a record's use among a token's uses.
-const MAX_USES_SCANNED: u32 = 100_000;
+const MAX_USES_SCANNED: u32 = super::tokens::MAX_USES;
+
+/// How many of a spent token's latest uses an announcement of the same CA
+/// looks at when the CA index names none: the claims whose process stopped
+/// between the marker and the index are the latest ones.
+const RECENT_USES_LOOKED_AT: u32 = 8;
 
 /// What became of an announcement.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -182,7 +187,16 @@ impl Store {
                 return Ok(Admission { id, outcome: Outcome::Admitted });
             }
         }
-        // Every use is spent: the node waits for an admin, as without a
+        // Every use is spent. By this CA, maybe, through a replica that
+        // stalled or died between its marker and its CA index: found among
+        // the latest uses, the index is made and the node readmitted.
+        if let Some(earlier) = self.recent_holder_with_same_ca(&mac, &record, uses)?
+            && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
+        {
+            durable::remove_durably(&claim_path)?;
+            return Ok(admission);
+        }
+        // The node waits for an admin, as without a
         // token; its claim, linked nowhere, becomes its record. The token
         // is blanked once no admission of it can still fail and give a use
         // back (else the next sweep does it).
@@ -312,6 +326,32 @@ impl Store {
             return Ok(None);
         }
         Ok(self.read_record_or_claim(&holder)?.filter(|earlier| earlier.ca_sha256.as_deref() == Some(ca)))
+    }
+
+    /// The holder of one of the latest [`RECENT_USES_LOOKED_AT`] uses of
+    /// `mac` whose record has `fresh`'s CA, its CA index made now: a claim
+    /// whose process stalled or died before it linked the index.
+    fn recent_holder_with_same_ca(
+        &self,
+        mac: &Mac,
+        fresh: &NodeRecord,
+        uses: u32,
+    ) -> io::Result<Option<NodeRecord>> {
+        let Some(ca) = fresh.ca_sha256.as_deref() else { return Ok(None) };
+        let last = self.tokens.ledger.first_free(mac, uses) - 1;
+        for n in (last.saturating_sub(RECENT_USES_LOOKED_AT) + 1..=last).rev() {
+            let Some(Holder::Node(holder)) = self.tokens.ledger.holder(mac, n)? else { continue };
+            if self.is_rejected(&holder) {
+                continue;
+            }
+            if let Some(earlier) = self.read_record_or_claim(&holder)?
+                && earlier.ca_sha256.as_deref() == Some(ca)
+            {
+                self.tokens.ledger.index_use_by_ca(mac, n, ca)?;
+                return Ok(Some(earlier));
+            }
+        }
+        Ok(None)
     }
 
     /// The node that spent this token announced again (its answer was

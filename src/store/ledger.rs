@@ -12,12 +12,16 @@
 //! 0600, made on first use), so the ledger never reveals a token, not even
 //! a weak one to a dictionary.
 //!
+//! `tokens revoke` writes `<mac>.revoked`: a token named there admits
+//! nobody again, whatever its metadata says (or fails to say) about its
+//! uses, whatever copy of `tokens` lists it.
+//!
 //! Invariants: the file server resolves the exclusive create atomically, so
 //! two processes, on two hosts, never both win a use, whatever copy of
 //! `tokens` each read; a use once recorded admits nobody else, even when an
 //! editor puts the token back. Markers are never removed: an admission
-//! that fails after its claim is finished later, never undone, and
-//! `tokens revoke` fills every free use instead.
+//! that fails after its claim is finished later, never undone. Counting
+//! uses is a bisection, never a loop over them.
 
 use std::fs;
 use std::io::{self, Read};
@@ -29,6 +33,7 @@ use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Sha256;
 
 use super::NodeId;
+use super::tokens::MAX_USES;
 use crate::durable::{
     create_exclusive, ensure_private_dir, libc_nofollow, present, retry_stale, sync_dir, with_path,
 };
@@ -179,9 +184,11 @@ impl Ledger {
     /// lookups. (A hole that earlier versions' undo left below it is
     /// skipped: fewer admissions, never more.)
     pub fn first_free(&self, mac: &Mac, uses: u32) -> u32 {
+        let uses = uses.min(MAX_USES);
         let (mut spent, mut free) = (0u32, uses + 1);
         while free - spent > 1 {
             let mid = spent + (free - spent) / 2;
+            // A marker that cannot be looked at is taken as spent: fewer admissions, never more.
             if present(&self.marker(mac, mid)).unwrap_or(true) {
                 spent = mid;
             } else {
@@ -189,6 +196,28 @@ impl Ledger {
             }
         }
         free
+    }
+
+    /// Whether `tokens revoke` revoked `mac`: when that cannot be told, it
+    /// is an error (the admission refuses: 503, the node retries).
+    pub fn is_revoked(&self, mac: &Mac) -> io::Result<bool> {
+        let path = self.revoked_path(mac);
+        present(&path).map_err(|e| with_path(e, &path))
+    }
+
+    /// Links use `n` of `mac` under the CA `ca_sha256` that spent it, where
+    /// its claim stopped before doing so (a replica stalled or killed
+    /// between the two links).
+    pub fn index_use_by_ca(&self, mac: &Mac, n: u32, ca_sha256: &str) -> io::Result<()> {
+        if !super::is_sha256_hex(ca_sha256) {
+            return Ok(());
+        }
+        let index = self.by_ca(mac, ca_sha256);
+        match fs::hard_link(self.marker(mac, n), &index) {
+            Ok(()) => sync_dir(&self.dir).map_err(|e| with_path(e, &self.dir)),
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+            Err(e) => Err(with_path(e, &index)),
+        }
     }
 
     /// Indexes every marker under the CA that spent it (state format 1 to
@@ -227,9 +256,13 @@ impl Ledger {
         Ok(indexed)
     }
 
-    /// How many of the `uses` uses of `mac` are recorded.
+    /// How many of the `uses` uses of `mac` are recorded (all of them once
+    /// it is revoked): the prefix [`Ledger::first_free`] finds.
     pub fn used(&self, mac: &Mac, uses: u32) -> u32 {
-        (1..=uses).filter(|&n| present(&self.marker(mac, n)).unwrap_or(true)).count() as u32
+        if self.is_revoked(mac).unwrap_or(true) {
+            return uses;
+        }
+        self.first_free(mac, uses) - 1
     }
 
     /// Whether every one of the `uses` uses of `mac` is spent for good:
@@ -238,8 +271,11 @@ impl Ledger {
     /// not: that admission may fail and give the use back, and a token
     /// blanked from `tokens` meanwhile would be lost to its node.
     pub fn spent_for_good(&self, mac: &Mac, uses: u32) -> io::Result<bool> {
+        if self.is_revoked(mac)? {
+            return Ok(true);
+        }
         let state = self.dir.parent().unwrap_or(&self.dir);
-        for n in 1..=uses {
+        for n in 1..=uses.min(MAX_USES) {
             match self.holder(mac, n)? {
                 None => return Ok(false),
                 Some(Holder::Revoked) => {}
@@ -256,14 +292,22 @@ impl Ledger {
         Ok(true)
     }
 
-    /// Fills every free use of `mac` (`tokens revoke`): a revoked token
-    /// admits nobody even if a copy of `tokens` still lists it.
+    /// Revokes `mac` for good (`tokens revoke`): `<mac>.revoked`, durably,
+    /// so it admits nobody even if a copy of `tokens` still lists it and
+    /// whatever its metadata says; and its next free use is filled, so a
+    /// one-use token reads as spent to earlier versions too.
     pub fn revoke(&self, mac: &Mac, uses: u32) -> io::Result<()> {
         ensure_private_dir(&self.dir)?;
-        for n in 1..=uses {
-            create_exclusive(&self.marker(mac, n), REVOKED.as_bytes(), 0o600)?;
+        create_exclusive(&self.revoked_path(mac), REVOKED.as_bytes(), 0o600)?;
+        let next = self.first_free(mac, uses);
+        if next <= uses.min(MAX_USES) {
+            create_exclusive(&self.marker(mac, next), REVOKED.as_bytes(), 0o600)?;
         }
         Ok(())
+    }
+
+    fn revoked_path(&self, mac: &Mac) -> PathBuf {
+        self.dir.join(format!("{}.revoked", mac.0))
     }
 
     fn marker(&self, mac: &Mac, n: u32) -> PathBuf {
@@ -366,8 +410,14 @@ mod tests {
         let mode = fs::metadata(dir.path().join(KEY_FILE)).unwrap().mode() & 0o777;
         assert_eq!(mode, 0o600);
         ledger.revoke(&mac, 3).unwrap();
+        assert!(ledger.is_revoked(&mac).unwrap());
         assert_eq!(ledger.used(&mac, 3), 3);
-        assert_eq!(ledger.first_free(&mac, 3), 4);
+        assert!(ledger.spent_for_good(&mac, 3).unwrap());
         assert_eq!(ledger.holder(&mac, 2).unwrap(), Some(Holder::Revoked));
+        // Counting the uses of a token with the most uses there are is a
+        // bisection: a handful of lookups, not one per use.
+        let other = ledger.mac("other").unwrap();
+        assert_eq!(ledger.first_free(&other, u32::MAX), 1, "no overflow, bounded");
+        assert_eq!(ledger.used(&other, MAX_USES), 0);
     }
 }

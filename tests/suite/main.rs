@@ -13,6 +13,7 @@ mod bounds;
 mod certs_interop;
 mod decisions;
 mod deploy;
+mod fail_closed;
 mod frictions;
 mod hostile_nodes;
 mod operate;

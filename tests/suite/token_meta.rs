@@ -16,15 +16,6 @@ fn meta(state: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&fs::read(state.join(META_FILE)).unwrap_or_default()).unwrap_or_default()
 }
 
-/// Adds a token with `args`; the token.
-fn add(state: &std::path::Path, args: &[&str]) -> String {
-    let mut all = vec!["tokens", "add"];
-    all.extend(args);
-    let (ok, out, err) = admin(state, &all);
-    assert!(ok, "{err}");
-    out.trim().to_string()
-}
-
 async fn admitted(client: &janus_registration::agent::http::Endpoint, ca: &Minted, token: &str) -> u16 {
     let answer = post(client, &announcement("edge", ca, token, &new_secret())).await;
     if answer.status == 201 && json(&answer)["admitted"] == true { 200 } else { answer.status }
@@ -50,7 +41,7 @@ async fn a_token_briefly_missing_from_the_list_keeps_its_expiry_and_uses() {
     let fx = Fixture::new();
     fx.write_tokens("");
     let server = fast_maintenance(&fx);
-    let token = add(&fx.state(), &["--expires-in", "1h", "--uses", "3"]);
+    let token = add_token(&fx.state(), &["--expires-in", "1h", "--uses", "3"]);
     let entries = || meta(&fx.state()).as_object().map_or(0, |m| m.len());
     assert_eq!(entries(), 1);
     // Commented out for a while, as an admin does.
@@ -77,7 +68,7 @@ fn tokens_added_while_the_sweep_runs_keep_their_metadata() {
     let fx = Fixture::new();
     fx.write_tokens("");
     let server = fast_maintenance(&fx);
-    let added: Vec<String> = (0..40).map(|_| add(&fx.state(), &["--uses", "2"])).collect();
+    let added: Vec<String> = (0..40).map(|_| add_token(&fx.state(), &["--uses", "2"])).collect();
     wait_passes(&server, 3);
     let meta = meta(&fx.state());
     for token in &added {
@@ -91,7 +82,7 @@ async fn a_broken_meta_file_fails_closed_and_blanks_nothing() {
     let fx = Fixture::new();
     fx.write_tokens("plain-token-0001\n");
     let mut server = fast_maintenance(&fx);
-    let multi = add(&fx.state(), &["--uses", "3"]);
+    let multi = add_token(&fx.state(), &["--uses", "3"]);
     let client = node_client(&fx, server.addr);
     assert_eq!(admitted(&client, &certs::mint_node_ca("a").unwrap(), &multi).await, 200);
     server.kill();
@@ -137,7 +128,7 @@ fn token_expired_is_audited_once_when_the_list_cannot_be_changed() {
     fs::create_dir_all(fx.state().join("nodes")).unwrap();
     std::os::unix::fs::symlink(secret_volume.join("tokens"), fx.state().join("tokens")).unwrap();
     for _ in 0..5 {
-        add(&fx.state(), &["--expires-in", "1s"]);
+        add_token(&fx.state(), &["--expires-in", "1s"]);
     }
     // Now read-only, as a Kubernetes Secret is.
     let remounted = std::process::Command::new("mount")

@@ -4,10 +4,13 @@
 //! `tokens.meta.last-good.json`, kept beside it to fail closed with.
 //!
 //! Invariants: read through a cache keyed by the file's identity; a file
-//! that does not parse makes the tokens its last good copy governed admit
-//! nobody ([`MetaUnreadable`]: the node retries), and every token when there
-//! is no good copy; every write is atomic ([`write_atomic`]) and refreshes
-//! the good copy.
+//! that does not parse, holds a value past its bound ([`MAX_USES`],
+//! [`MAX_DESCRIPTION`]), or is missing while its last good copy governs
+//! tokens (moved aside for an edit, left out of a restored backup) makes
+//! the tokens that copy governs admit nobody ([`MetaUnreadable`]: the node
+//! retries), and every token when there is no good copy: a missing file is
+//! "no metadata" only when nothing ever had any. Every write is atomic
+//! ([`write_atomic`]) and refreshes the good copy.
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -21,6 +24,14 @@ use super::file::Stamp;
 use super::{META_GOOD_FILE, Tokens};
 use crate::durable::{with_path, write_atomic};
 use crate::pki::sha256_hex;
+
+/// The most nodes one token may admit: `tokens add --uses` refuses more, and
+/// a metadata file that says more is unreadable (fail closed). Every use is
+/// a marker in the ledger, and sweeping a spent token looks at each.
+pub const MAX_USES: u32 = 10_000;
+/// The longest description, in characters, `tokens add` takes and the
+/// metadata file may hold.
+pub const MAX_DESCRIPTION: usize = 1_000;
 
 /// What `tokens add` knows about a token beyond the token itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,7 +71,10 @@ impl TokenMeta {
 
 #[derive(Default)]
 pub(super) struct MetaCache {
-    pub(super) stamp: Option<Stamp>,
+    /// The identity of the file when it was read, and of its good copy
+    /// while the file is missing (removing the copy settles a loss);
+    /// `None`: never read, or to be read again.
+    pub(super) stamp: Option<(Option<Stamp>, Option<Stamp>)>,
     /// The file's metadata, or the last good copy while it is broken.
     pub(super) meta: Arc<BTreeMap<String, TokenMeta>>,
     /// Why the file cannot be read now; while set, tokens `meta` holds
@@ -78,14 +92,28 @@ pub(super) struct MetaCache {
 )]
 pub struct MetaUnreadable(pub String);
 
-/// A metadata file: empty when missing.
-pub(super) fn read_meta_at(path: &Path) -> io::Result<BTreeMap<String, TokenMeta>> {
-    match crate::durable::read_fresh(path) {
-        Ok(bytes) => serde_json::from_slice(&bytes)
-            .map_err(|e| with_path(io::Error::new(io::ErrorKind::InvalidData, e), path)),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(BTreeMap::new()),
-        Err(e) => Err(with_path(e, path)),
+/// A metadata file, every entry within its bounds; `None` when missing.
+pub(super) fn read_meta_at(path: &Path) -> io::Result<Option<BTreeMap<String, TokenMeta>>> {
+    let bytes = match crate::durable::read_fresh(path) {
+        Ok(bytes) => bytes,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(with_path(e, path)),
+    };
+    let invalid = |why: String| with_path(io::Error::new(io::ErrorKind::InvalidData, why), path);
+    let meta: BTreeMap<String, TokenMeta> =
+        serde_json::from_slice(&bytes).map_err(|e| invalid(e.to_string()))?;
+    for (hash, entry) in &meta {
+        let at = hash.get(..12).unwrap_or(hash);
+        if entry.uses.is_some_and(|n| n > MAX_USES) {
+            return Err(invalid(format!("the token {at}… says more than {MAX_USES} uses")));
+        }
+        if entry.description.as_ref().is_some_and(|d| d.chars().count() > MAX_DESCRIPTION) {
+            return Err(invalid(format!(
+                "the token {at}… has a description over {MAX_DESCRIPTION} characters"
+            )));
+        }
     }
+    Ok(Some(meta))
 }
 
 impl Tokens {
@@ -115,8 +143,10 @@ impl Tokens {
     /// good copy.
     pub(super) fn meta_snapshot(&self) -> Arc<BTreeMap<String, TokenMeta>> {
         let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
-        let stamp = fs::metadata(&self.meta_path).ok().map(|m| Stamp::of(&m));
-        if stamp == cache.stamp && (cache.stamp.is_some() || cache.known || cache.error.is_some()) {
+        let stamp_of = |path: &Path| fs::metadata(path).ok().map(|m| Stamp::of(&m));
+        let file = stamp_of(&self.meta_path);
+        let stamp = Some((file, if file.is_none() { stamp_of(&self.good_path()) } else { None }));
+        if stamp == cache.stamp {
             return cache.meta.clone();
         }
         cache.stamp = stamp;
@@ -132,11 +162,11 @@ impl Tokens {
             Err(e) => {
                 if !cache.known {
                     match read_meta_at(&self.good_path()) {
-                        Ok(good) => {
+                        Ok(Some(good)) => {
                             cache.meta = Arc::new(good);
-                            cache.known = self.good_path().exists();
+                            cache.known = true;
                         }
-                        Err(_) => cache.known = false,
+                        Ok(None) | Err(_) => cache.known = false,
                     }
                 }
                 tracing::error!(
@@ -161,9 +191,11 @@ impl Tokens {
     }
 
     /// Keeps `meta` beside the file as the last good copy (best effort:
-    /// the file itself is what counts while it reads).
+    /// the file itself is what counts while it reads). An empty one is
+    /// kept only over a copy that governs something (nothing is written
+    /// for a state directory that never had metadata).
     pub(super) fn keep_good_copy(&self, meta: &BTreeMap<String, TokenMeta>) {
-        if meta.is_empty() && !self.meta_path.exists() {
+        if meta.is_empty() && !matches!(read_meta_at(&self.good_path()), Ok(Some(good)) if !good.is_empty()) {
             return;
         }
         let written = serde_json::to_vec_pretty(meta)
@@ -174,12 +206,36 @@ impl Tokens {
         }
     }
 
+    /// The metadata, read now. A missing file is no metadata only when its
+    /// last good copy governs nothing either: else the file was moved aside
+    /// or lost, and reading it as empty would make an expired token valid
+    /// and a token of many uses a one-use token (fail closed: an error).
     pub(super) fn read_meta(&self) -> io::Result<BTreeMap<String, TokenMeta>> {
-        read_meta_at(&self.meta_path)
+        if let Some(meta) = read_meta_at(&self.meta_path)? {
+            return Ok(meta);
+        }
+        match read_meta_at(&self.good_path()) {
+            Ok(None) => Ok(BTreeMap::new()),
+            Ok(Some(good)) if good.is_empty() => Ok(BTreeMap::new()),
+            Ok(Some(good)) => Err(with_path(
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "it is missing, but its last good copy {META_GOOD_FILE} governs {} token(s): put it back \
+                         (or copy {META_GOOD_FILE} to it); if their metadata is gone for good, remove \
+                         {META_GOOD_FILE} too",
+                        good.len()
+                    ),
+                ),
+                &self.meta_path,
+            )),
+            Err(e) => Err(e),
+        }
     }
 
     pub(super) fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>) -> io::Result<()> {
-        if meta.is_empty() && !self.meta_path.exists() {
+        if meta.is_empty() && matches!(read_meta_at(&self.meta_path), Ok(None)) {
+            self.keep_good_copy(meta);
             return Ok(());
         }
         write_atomic(&self.meta_path, &serde_json::to_vec_pretty(meta).map_err(io::Error::other)?, 0o600)?;

@@ -41,7 +41,7 @@ mod tidier;
 use file::{Listed, ends_with_newline};
 pub use file::{is_separator, parse};
 use meta::MetaCache;
-pub use meta::{MetaUnreadable, TokenMeta};
+pub use meta::{MAX_DESCRIPTION, MAX_USES, MetaUnreadable, TokenMeta};
 pub use tidier::Tidier;
 
 use super::AuditEvent;
@@ -90,6 +90,8 @@ pub enum Offer {
     Unknown,
     /// Listed, but past its expiry.
     Expired,
+    /// Listed, but `tokens revoke` revoked it.
+    Revoked,
     /// Listed, but its metadata cannot be read now: it admits nobody until
     /// it can (the node retries).
     Unreadable(MetaUnreadable),
@@ -153,7 +155,11 @@ impl Tokens {
         if meta.expired(now_unix()) {
             return Ok(Offer::Expired);
         }
-        Ok(Offer::Valid { mac: self.ledger.mac(token)?, uses: meta.total_uses() })
+        let mac = self.ledger.mac(token)?;
+        if self.ledger.is_revoked(&mac)? {
+            return Ok(Offer::Revoked);
+        }
+        Ok(Offer::Valid { mac, uses: meta.total_uses() })
     }
 
     /// Blanks spent and expired tokens, auditing each expiry once (before
@@ -274,9 +280,9 @@ impl Tokens {
 
     /// Revokes the token equal to `key`, or the one token starting with it,
     /// or the one whose SHA-256 fingerprint (as listed) starts with it:
-    /// every use is filled in the ledger (so a copy of the file that still
-    /// lists it admits nobody), then its bytes are blanked. Returns the
-    /// token's fingerprint.
+    /// the ledger marks it revoked (so a copy of the file that still
+    /// lists it admits nobody, whatever its metadata says or fails to say),
+    /// then its bytes are blanked. Returns the token's fingerprint.
     pub fn revoke(&self, key: &str) -> io::Result<String> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
@@ -316,8 +322,9 @@ impl Tokens {
                 }
             }
         };
-        // Every use it could have: from the file as it is now, or the good
-        // copy while the file is broken (more markers than uses are harmless).
+        // Final whatever the metadata says: the ledger's `.revoked` mark
+        // governs every use. Its entry goes with it while the metadata
+        // reads (a sweep drops it later otherwise).
         let mut meta = self.read_meta().ok();
         let uses = match &meta {
             Some(meta) => meta.get(&sha256_hex(token.as_bytes())).cloned().unwrap_or_default().total_uses(),
@@ -433,8 +440,7 @@ mod tests {
         assert_eq!(left, ["multi…"]);
         // A revoked token put back by hand admits nobody: its uses are filled.
         tokens.add(&["plain-and-long-enough".into()], &TokenMeta::default()).unwrap();
-        let Offer::Valid { mac, uses } = tokens.offer("plain-and-long-enough").unwrap() else { panic!() };
-        assert_eq!(tokens.ledger.used(&mac, uses), uses);
+        assert_eq!(tokens.offer("plain-and-long-enough").unwrap(), Offer::Revoked);
     }
 
     #[test]

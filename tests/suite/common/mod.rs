@@ -455,6 +455,15 @@ pub fn admin(state: &Path, args: &[&str]) -> (bool, String, String) {
     cli_with(Command::new(BIN).args(args).arg("--state").arg(state).env("USER", "alice"))
 }
 
+/// `tokens add` with `args`; the token.
+pub fn add_token(state: &Path, args: &[&str]) -> String {
+    let mut all = vec!["tokens", "add"];
+    all.extend(args);
+    let (ok, out, err) = admin(state, &all);
+    assert!(ok, "{err}");
+    out.trim().to_string()
+}
+
 /// Announces `name` with `ca` and `token` and a new poll secret, as a node
 /// does: (the id, "" unless 201; the secret; the status).
 pub async fn announce(client: &Endpoint, name: &str, ca: &Minted, token: &str) -> (String, String, u16) {
