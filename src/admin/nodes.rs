@@ -208,7 +208,7 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
     if let Some(hex) = &args.ca_sha256 {
         let want = normalize_fingerprint(hex)?;
         let (records, _) = store.list_records()?;
-        if store.is_ca_rejected(&want) && !args.force {
+        if store.is_ca_rejected(&want)? && !args.force {
             return Err(AdminError::Refused(rejected_ca_refusal(&want)));
         }
         // With --force, the records rejected only because their CA was are
@@ -235,7 +235,7 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
         for record in matching {
             let id = &record.id;
             store.approve(id, DecidedBy::Command, &user)?;
-            let forced = args.force && store.is_ca_rejected(&want);
+            let forced = args.force && store.is_ca_rejected(&want)?;
             audit(store, approved_by_command(id, &user, Some(want.clone()), forced))?;
             let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
         }
@@ -271,7 +271,7 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
         }));
     }
     let have = ca_sha256_of(&record);
-    if store.is_ca_rejected(&have) && !args.force {
+    if store.is_ca_rejected(&have)? && !args.force {
         return Err(AdminError::Refused(rejected_ca_refusal(&have)));
     }
     if args.expect_ca_sha256.is_none() && args.console.is_none() && !args.unchecked {
@@ -300,7 +300,7 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
         )));
     }
     store.approve(&node, DecidedBy::Command, &user)?;
-    let forced = args.force && store.is_ca_rejected(&have);
+    let forced = args.force && store.is_ca_rejected(&have)?;
     audit(store, approved_by_command(&node, &user, expected.clone(), forced))?;
     Ok(match expected {
         Some(_) => {
@@ -341,7 +341,8 @@ fn show_json(store: &Store, record: &NodeRecord) -> String {
             value["ca_not_before"] = json!(crate::clock::unix_to_rfc3339(validity.not_before.timestamp()));
             value["ca_not_after"] = json!(crate::clock::unix_to_rfc3339(validity.not_after.timestamp()));
         }
-        value["ca_rejected"] = json!(store.is_ca_rejected(&computed));
+        // null: whether it is rejected cannot be told now.
+        value["ca_rejected"] = json!(store.is_ca_rejected(&computed).ok());
     }
     value["ca_cert_pem"] = json!(record.ca_cert_pem);
     terminal::json_text(&value)
@@ -389,8 +390,18 @@ fn show(store: &Store, record: &NodeRecord) -> String {
                     escape(stored)
                 );
             }
-            if store.is_ca_rejected(&computed) {
-                let _ = writeln!(out, "WARNING: this CA was rejected (`nodes reject`)");
+            match store.is_ca_rejected(&computed) {
+                Ok(true) => {
+                    let _ = writeln!(out, "WARNING: this CA was rejected (`nodes reject`)");
+                }
+                Ok(false) => {}
+                Err(e) => {
+                    let _ = writeln!(
+                        out,
+                        "WARNING: whether this CA was rejected cannot be told: {}",
+                        escape(&e.to_string())
+                    );
+                }
             }
             let _ = writeln!(out, "The node's console shows: {CONSOLE_MARKER}{computed}");
         }

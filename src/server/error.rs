@@ -53,6 +53,7 @@ impl From<StoreError> for ApiError {
         match e {
             // Not faults: the node retries later.
             StoreError::TokenMeta(why) => ApiError::Unavailable(why.to_string()),
+            StoreError::Undecidable(why) => ApiError::Unavailable(why.to_string()),
             StoreError::Format(why) => ApiError::StateFormat(why.to_string()),
             StoreError::Io(cause) => ApiError::Internal(cause),
         }

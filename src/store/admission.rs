@@ -108,31 +108,27 @@ impl Store {
     ) -> io::Result<Admission> {
         let id = record.id.clone();
         let no_room = Admission { id: id.clone(), outcome: Outcome::NoRoom };
-        if let Some(ca) = record.ca_sha256.clone().filter(|ca| self.is_ca_rejected(ca)) {
-            if !room {
-                return Ok(no_room);
+        if let Some(ca) = record.ca_sha256.clone() {
+            match self.is_ca_rejected(&ca)? {
+                true if !room => return Ok(no_room),
+                // Before any token: a rejected CA spends no use.
+                true if self.store_for_rejected_ca(&record, &ca)?.is_some() => {
+                    if self.first_of_burst(&ca) {
+                        self.audit.record_all(&[
+                            announced(&record, !token.is_empty()),
+                            AuditEvent::Rejected {
+                                id: record.id.clone(),
+                                by: DecidedBy::RejectedCa,
+                                user: None,
+                                ca_sha256: Some(ca),
+                            },
+                        ])?;
+                    }
+                    return Ok(Admission { id, outcome: Outcome::RejectedCa });
+                }
+                // Not rejected, or lifted just now.
+                _ => {}
             }
-            // Before any token: a rejected CA spends no use. Only its latest
-            // announcement is kept (an admin may force that one): the one
-            // before goes, so a rejected CA holds at most two records (the
-            // one rejected, the latest), however often it announces.
-            self.write_record(&record)?;
-            self.reject_for_ca(&id)?;
-            if let Some(previous) = self.replace_latest_of_rejected_ca(&ca, &id)? {
-                self.forget(&previous)?;
-            }
-            if self.first_of_burst(&ca) {
-                self.audit.record_all(&[
-                    announced(&record, !token.is_empty()),
-                    AuditEvent::Rejected {
-                        id: record.id.clone(),
-                        by: DecidedBy::RejectedCa,
-                        user: None,
-                        ca_sha256: Some(ca),
-                    },
-                ])?;
-            }
-            return Ok(Admission { id, outcome: Outcome::RejectedCa });
         }
         if !token.is_empty() {
             // Looked for even when the token is no longer listed: its last
@@ -151,6 +147,17 @@ impl Store {
             return Err(io::Error::other(why));
         }
         let Offer::Valid { mac, uses } = offer else {
+            // Spent (and blanked, its metadata gone) by this CA, maybe,
+            // through a replica that stopped before linking the CA index.
+            if !token.is_empty() {
+                let mac = self.tokens.ledger.mac(token)?;
+                if let Some(earlier) =
+                    self.recent_holder_with_same_ca(&mac, &record, super::tokens::MAX_USES)?
+                    && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
+                {
+                    return Ok(admission);
+                }
+            }
             if !room {
                 return Ok(no_room);
             }
@@ -338,6 +345,10 @@ impl Store {
         uses: u32,
     ) -> io::Result<Option<NodeRecord>> {
         let Some(ca) = fresh.ca_sha256.as_deref() else { return Ok(None) };
+        // One lookup for a token nobody used (a guess, a typo).
+        if self.tokens.ledger.holder(mac, 1)?.is_none() {
+            return Ok(None);
+        }
         let last = self.tokens.ledger.first_free(mac, uses) - 1;
         for n in (last.saturating_sub(RECENT_USES_LOOKED_AT) + 1..=last).rev() {
             let Some(Holder::Node(holder)) = self.tokens.ledger.holder(mac, n)? else { continue };

@@ -4,17 +4,26 @@
 //!
 //! Invariants: a file present decides (a `touch`ed approval counts at the
 //! next request); when a rejection cannot be told it is assumed (a rejected
-//! node never gets the trust through a stale handle); a CA's rejection is
-//! lifted only by forgetting the very record an admin rejected; an expired
-//! record is looked at again right before it goes, and an approval made
-//! meanwhile stands.
+//! node never gets the trust through a stale handle), and when a CA's
+//! rejection cannot be told the announcement is refused (503), never taken
+//! as "not rejected"; a CA's rejection is lifted only by forgetting the
+//! very record an admin rejected. Every change of a `rejected-cas/` note
+//! (made, its `latest` replaced, lifted) happens under `DIR/decisions.lock`
+//! with the note read again under it, so a lift is never written back and
+//! a rejected CA's records stay two however many announce at once. Nothing
+//! here removes an approval (forced, or `touch`ed) but `nodes reject` and
+//! `nodes forget`: the server forgets a record only after looking, under
+//! the lock, that it is not approved, and puts it back if an approval
+//! appeared while it went.
 
 use std::fs;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
 
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use super::error::Undecidable;
 use super::{
     Approval, DecidedBy, NodeId, NodeRecord, NodeState, REJECTED_BURST, REJECTED_BURSTS_KEPT, Store, audit,
     is_sha256_hex,
@@ -76,9 +85,9 @@ impl Store {
         let note = serde_json::to_vec(&Approval { by: DecidedBy::Command, user: user.into() })
             .map_err(io::Error::other)?;
         if is_sha256_hex(ca_sha256) {
-            let why = serde_json::to_vec(&serde_json::json!({"id": id.as_str(), "user": user}))
-                .map_err(io::Error::other)?;
-            self.write_file(&self.dir.join("rejected-cas").join(ca_sha256), &why)?;
+            let _lock = self.decisions_lock()?;
+            let note = CaRejection { id: Some(id.clone()), user: Some(user.into()), ..Default::default() };
+            self.write_ca_rejection(ca_sha256, &note)?;
         }
         self.write_file(&self.marker("rejected", id), &note)?;
         durable::remove_durably(&self.approval_path(id))
@@ -91,17 +100,43 @@ impl Store {
         self.write_file(&self.marker("rejected", id), &note)
     }
 
-    /// Whether an admin rejected this CA.
-    pub fn is_ca_rejected(&self, ca_sha256: &str) -> bool {
-        is_sha256_hex(ca_sha256) && self.dir.join("rejected-cas").join(ca_sha256).exists()
+    /// Whether an admin rejected this CA; an error when that cannot be
+    /// told (the caller refuses what depends on it).
+    pub fn is_ca_rejected(&self, ca_sha256: &str) -> io::Result<bool> {
+        Ok(self.ca_rejection(ca_sha256)?.is_some())
     }
 
-    /// Lifts the rejection of a CA (`nodes forget` of its rejected record).
-    pub fn lift_ca_rejection(&self, ca_sha256: &str) -> io::Result<()> {
+    /// The note of a rejected CA: `None` when it is not rejected, an
+    /// error when that cannot be told. A note that does not parse (an
+    /// admin's `touch`) rejects the CA, naming no record.
+    pub(super) fn ca_rejection(&self, ca_sha256: &str) -> io::Result<Option<CaRejection>> {
         if !is_sha256_hex(ca_sha256) {
-            return Ok(());
+            return Ok(None);
         }
-        durable::remove_durably(&self.dir.join("rejected-cas").join(ca_sha256))
+        let path = self.ca_rejection_path(ca_sha256);
+        match durable::read_fresh(&path) {
+            Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).unwrap_or_default())),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(Undecidable::refuse("whether this CA is rejected", &durable::with_path(e, &path))),
+        }
+    }
+
+    fn ca_rejection_path(&self, ca_sha256: &str) -> std::path::PathBuf {
+        self.dir.join("rejected-cas").join(ca_sha256)
+    }
+
+    fn write_ca_rejection(&self, ca_sha256: &str, note: &CaRejection) -> io::Result<()> {
+        let bytes = serde_json::to_vec(note).map_err(io::Error::other)?;
+        self.write_file(&self.ca_rejection_path(ca_sha256), &bytes)
+    }
+
+    /// The cross-process lock every change of a `rejected-cas/` note takes
+    /// (`DIR/decisions.lock`), held until the returned file is dropped.
+    pub(super) fn decisions_lock(&self) -> io::Result<fs::File> {
+        let path = self.dir.join(DECISIONS_LOCK);
+        let file = self.in_layout(|| durable::open_or_create(&path, 0o600))?;
+        file.lock().map_err(|e| durable::with_path(e, &path))?;
+        Ok(file)
     }
 
     /// Removes every file about `id`. Rejection is by CA and only the
@@ -113,11 +148,14 @@ impl Store {
     pub fn forget(&self, id: &NodeId) -> io::Result<Option<String>> {
         let mut lifted = None;
         if self.rejection(id).is_some_and(|r| r.by == DecidedBy::Command)
-            && let Some(ca) = self.read_record(id).ok().flatten().and_then(|r| r.ca_sha256)
-            && self.ca_rejected_as(&ca).as_ref() == Some(id)
+            && let Some(ca) = self.read_record(id)?.and_then(|r| r.ca_sha256)
+            && is_sha256_hex(&ca)
         {
-            self.lift_ca_rejection(&ca)?;
-            lifted = Some(ca);
+            let _lock = self.decisions_lock()?;
+            if self.ca_rejection(&ca)?.is_some_and(|note| note.id.as_ref() == Some(id)) {
+                durable::remove_durably(&self.ca_rejection_path(&ca))?;
+                lifted = Some(ca);
+            }
         }
         durable::remove_durably(&self.record_path(id))?;
         durable::remove_durably(&self.claim_path(id))?;
@@ -127,31 +165,64 @@ impl Store {
         Ok(lifted)
     }
 
-    /// Records `id` as the latest announcement of the rejected CA
-    /// `ca_sha256` (in its `rejected-cas/` note) and returns the one it
-    /// replaces, when that one was a later announcement the server rejected
-    /// itself (never the record the admin rejected).
-    pub fn replace_latest_of_rejected_ca(&self, ca_sha256: &str, id: &NodeId) -> io::Result<Option<NodeId>> {
-        let path = self.dir.join("rejected-cas").join(ca_sha256);
-        let mut note: Map<String, Value> = durable::read_fresh(&path)
-            .ok()
-            .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-            .unwrap_or_default();
-        let previous = note.get("latest").and_then(Value::as_str).and_then(NodeId::parse);
-        note.insert("latest".into(), Value::String(id.to_string()));
-        self.write_file(&path, &serde_json::to_vec(&note).map_err(io::Error::other)?)?;
-        Ok(previous.filter(|p| {
-            p != id
-                && self.rejection(p).is_some_and(|r| r.by == DecidedBy::RejectedCa)
-                && self.ca_rejected_as(ca_sha256).as_ref() != Some(p)
-        }))
+    /// Stores `record`, rejected at once, if its CA is rejected — looked at
+    /// again under the lock, so a rejection lifted meanwhile is not written
+    /// back — as the CA's latest announcement; the one it replaces goes
+    /// (unless an admin approved it or it is the one they rejected), so a
+    /// rejected CA holds two records at most. `None`: the CA is not
+    /// rejected (any more), nothing was written.
+    pub(super) fn store_for_rejected_ca(
+        &self,
+        record: &NodeRecord,
+        ca_sha256: &str,
+    ) -> io::Result<Option<()>> {
+        let _lock = self.decisions_lock()?;
+        let Some(mut note) = self.ca_rejection(ca_sha256)? else { return Ok(None) };
+        self.write_record(record)?;
+        self.reject_for_ca(&record.id)?;
+        let previous = note.latest.replace(record.id.clone());
+        self.write_ca_rejection(ca_sha256, &note)?;
+        if let Some(previous) = previous.filter(|p| *p != record.id && note.id.as_ref() != Some(p))
+            && self.rejection(&previous).is_some_and(|r| r.by == DecidedBy::RejectedCa)
+        {
+            self.forget_duplicate(&previous)?;
+        }
+        Ok(Some(()))
+    }
+
+    /// Forgets a later announcement the server rejected for its CA, never
+    /// an approved one: its approval (forced, or `touch`ed) is an admin's
+    /// decision. Approval is looked at before and after the record goes,
+    /// and a record approved meanwhile is put back; `approved/<id>` is
+    /// never removed here. True when it went.
+    fn forget_duplicate(&self, id: &NodeId) -> io::Result<bool> {
+        let approved = |store: &Self| durable::present(&store.approval_path(id)).unwrap_or(true);
+        if approved(self) {
+            return Ok(false);
+        }
+        let path = self.record_path(id);
+        let bytes = match durable::read_fresh(&path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(durable::with_path(e, &path)),
+        };
+        durable::remove_durably(&path)?;
+        if approved(self) {
+            self.write_file(&path, &bytes)?;
+            tracing::info!(node = %id, "an admin approved a rejected CA's node as it was being forgotten: its record is back");
+            return Ok(false);
+        }
+        for sub in ["rejected", "delivered"] {
+            durable::remove_durably(&self.marker(sub, id))?;
+        }
+        Ok(true)
     }
 
     /// Forgets each rejected CA's latest announcement once it is older than
     /// `max_age` seconds (the pending age limit): a rejected CA's records
-    /// expire as pending ones do. Looked at again right before: only a
-    /// record the server rejected for its CA, still that CA's latest. The
-    /// ids forgotten, for the caller to audit.
+    /// expire as pending ones do. Looked at again under the lock right
+    /// before: only a record the server rejected for its CA, still that
+    /// CA's latest, not approved. The ids forgotten, for the caller to audit.
     pub fn expire_rejected_duplicates(&self, now: i64, max_age: i64) -> io::Result<Vec<NodeId>> {
         let mut forgotten = Vec::new();
         let mut cas = Vec::new();
@@ -161,16 +232,9 @@ impl Store {
             }
         })?;
         for ca in cas {
-            let path = self.dir.join("rejected-cas").join(&ca);
-            let Some(mut note) = durable::read_fresh(&path)
-                .ok()
-                .and_then(|bytes| serde_json::from_slice::<Map<String, Value>>(&bytes).ok())
-            else {
-                continue;
-            };
-            let Some(latest) = note.get("latest").and_then(Value::as_str).and_then(NodeId::parse) else {
-                continue;
-            };
+            let _lock = self.decisions_lock()?;
+            let Some(mut note) = self.ca_rejection(&ca)? else { continue };
+            let Some(latest) = note.latest.clone() else { continue };
             let Some(record) = self.read_record(&latest)? else { continue };
             let rfc3339 = &time::format_description::well_known::Rfc3339;
             let announced = record
@@ -179,16 +243,14 @@ impl Store {
                 .and_then(|t| time::OffsetDateTime::parse(t, rfc3339).ok())
                 .map(|t| t.unix_timestamp());
             let by_ca = self.rejection(&latest).is_some_and(|r| r.by == DecidedBy::RejectedCa);
-            if !by_ca
-                || announced.is_none_or(|t| now - t <= max_age)
-                || self.ca_rejected_as(&ca).as_ref() == Some(&latest)
-            {
+            if !by_ca || announced.is_none_or(|t| now - t <= max_age) || note.id.as_ref() == Some(&latest) {
                 continue;
             }
-            note.remove("latest");
-            self.write_file(&path, &serde_json::to_vec(&note).map_err(io::Error::other)?)?;
-            self.forget(&latest)?;
-            forgotten.push(latest);
+            if self.forget_duplicate(&latest)? {
+                note.latest = None;
+                self.write_ca_rejection(&ca, &note)?;
+                forgotten.push(latest);
+            }
         }
         Ok(forgotten)
     }
@@ -206,16 +268,6 @@ impl Store {
         }
         seen.insert(ca_sha256.to_string(), now);
         true
-    }
-
-    /// The record whose rejection by an admin rejected this CA.
-    pub(super) fn ca_rejected_as(&self, ca_sha256: &str) -> Option<NodeId> {
-        if !is_sha256_hex(ca_sha256) {
-            return None;
-        }
-        let note = durable::read_fresh(&self.dir.join("rejected-cas").join(ca_sha256)).ok()?;
-        let note: Value = serde_json::from_slice(&note).ok()?;
-        note.get("id").and_then(Value::as_str).and_then(NodeId::parse)
     }
 
     /// Forgets a pending record the age limit expired — if it still is
@@ -286,4 +338,31 @@ impl Store {
             NodeState::Pending
         }
     }
+}
+
+/// The lock file every change of a `rejected-cas/` note is made under.
+pub const DECISIONS_LOCK: &str = "decisions.lock";
+
+/// `rejected-cas/<sha256>`: which record an admin rejected the CA with, by
+/// whom, and the CA's latest announcement since. Written with its fields
+/// in this order, as earlier versions' sorted maps wrote them.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub(super) struct CaRejection {
+    /// The record `nodes reject` rejected: forgetting it lifts the rejection.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient_id")]
+    pub id: Option<NodeId>,
+    /// The CA's latest announcement since, rejected at once.
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "lenient_id")]
+    pub latest: Option<NodeId>,
+    /// The admin who rejected it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// Fields another tool (or a later version) wrote: kept on rewrite.
+    #[serde(flatten)]
+    pub extra: Map<String, Value>,
+}
+
+/// An id that does not parse names no record (it was never ours).
+fn lenient_id<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<NodeId>, D::Error> {
+    Ok(Option::<Value>::deserialize(d)?.as_ref().and_then(Value::as_str).and_then(NodeId::parse))
 }

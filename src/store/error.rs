@@ -23,6 +23,10 @@ pub enum StoreError {
     /// until it can (the node retries).
     #[error(transparent)]
     TokenMeta(MetaUnreadable),
+    /// A file a decision depends on cannot be read: the decision is
+    /// refused, never taken as if the file said nothing (the node retries).
+    #[error(transparent)]
+    Undecidable(Undecidable),
     /// The file system failed, or the store found a file it cannot use.
     #[error(transparent)]
     Io(io::Error),
@@ -39,7 +43,25 @@ impl From<io::Error> for StoreError {
         if let Some(why) = inner.and_then(|e| e.downcast_ref::<MetaUnreadable>()) {
             return StoreError::TokenMeta(why.clone());
         }
+        if let Some(why) = inner.and_then(|e| e.downcast_ref::<Undecidable>()) {
+            return StoreError::Undecidable(why.clone());
+        }
         StoreError::Io(error)
+    }
+}
+
+/// What could not be told, for the node (the cause, with its path, is
+/// logged where it was met).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("the endpoint cannot tell {0} now (a state file cannot be read); retry later")]
+pub struct Undecidable(pub &'static str);
+
+impl Undecidable {
+    /// `cause` logged, and this refusal as the I/O error the store's
+    /// callers pass on.
+    pub fn refuse(what: &'static str, cause: &io::Error) -> io::Error {
+        tracing::error!(cause = %cause, os_error = crate::durable::os_error(cause), "cannot tell {what}: refused");
+        io::Error::other(Undecidable(what))
     }
 }
 

@@ -202,7 +202,9 @@ impl Ledger {
     /// is an error (the admission refuses: 503, the node retries).
     pub fn is_revoked(&self, mac: &Mac) -> io::Result<bool> {
         let path = self.revoked_path(mac);
-        present(&path).map_err(|e| with_path(e, &path))
+        present(&path).map_err(|e| {
+            super::error::Undecidable::refuse("whether this token was revoked", &with_path(e, &path))
+        })
     }
 
     /// Links use `n` of `mac` under the CA `ca_sha256` that spent it, where

@@ -145,3 +145,143 @@ fn tokens_add_through_a_dangling_link_is_refused() {
     add_token(&fx.state(), &[]);
     assert_eq!(fs::read_to_string(&target).unwrap().lines().count(), 1, "added through the link");
 }
+
+/// Rejects `ca`'s first announcement with `nodes reject`; its id.
+async fn rejected_ca(
+    fx: &Fixture,
+    client: &janus_registration::agent::http::Endpoint,
+    ca: &certs::Minted,
+) -> String {
+    let (first, _, _) = announce(client, "edge", ca, "").await;
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "reject", &first]);
+    assert!(ok, "{err}");
+    first
+}
+
+#[tokio::test]
+async fn a_forced_approval_outlives_the_rejected_cas_next_announcements() {
+    let fx = Fixture::new();
+    let mut args = fx.serve_args();
+    args.extend(["--pending-max-age".into(), "1s".into(), "--maintenance-every".into(), "100ms".into()]);
+    let server = Process::start(&args);
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    rejected_ca(&fx, &client, &ca).await;
+    let (forced, _, _) = announce(&client, "edge", &ca, "").await;
+    let (ok, out, err) = admin(&fx.state(), &["nodes", "approve", &forced, "--unchecked", "--force"]);
+    assert!(ok, "{out} {err}");
+    let (touched, _, _) = announce(&client, "edge", &ca, "").await;
+    fs::write(fx.state().join("approved").join(&touched), b"").unwrap();
+    // Anyone may announce with the CA's (public) certificate.
+    for _ in 0..5 {
+        assert_eq!(announce(&client, "edge", &ca, "").await.2, 201);
+    }
+    let passes = |s: &Process| s.log().matches("state scanned").count();
+    let start = passes(&server);
+    assert!(
+        wait_for(std::time::Duration::from_secs(30), || passes(&server) >= start + 20),
+        "{}",
+        server.log()
+    );
+    for id in [&forced, &touched] {
+        assert!(fx.state().join("nodes").join(format!("{id}.json")).exists(), "{id}'s record stays");
+        assert!(fx.state().join("approved").join(id).exists(), "{id}'s approval stays");
+    }
+}
+
+#[tokio::test]
+async fn concurrent_announcements_of_a_rejected_ca_keep_two_records() {
+    let fx = Fixture::new();
+    let server = Process::start(&fx.serve_args());
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    rejected_ca(&fx, &client, &ca).await;
+    let body = std::sync::Arc::new(announcement("edge", &ca, "", &new_secret()));
+    let tasks: Vec<_> = (0..64)
+        .map(|_| {
+            let (client, body) = (client.clone(), body.clone());
+            tokio::spawn(async move { post(&client, &body).await.status })
+        })
+        .collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap(), 201);
+    }
+    let of_ca = records(&fx.state()).into_iter().filter(|r| r["ca_sha256"] == ca_hash(&ca).as_str()).count();
+    assert_eq!(of_ca, 2, "the rejected one and the latest, however many announce at once");
+}
+
+#[tokio::test]
+async fn a_lifted_rejection_stays_lifted_while_the_ca_announces() {
+    let fx = Fixture::new();
+    let server = Process::start(&fx.serve_args());
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let first = rejected_ca(&fx, &client, &ca).await;
+    let body = std::sync::Arc::new(announcement("edge", &ca, "", &new_secret()));
+    let flood: Vec<_> = (0..4)
+        .map(|_| {
+            let (client, body) = (client.clone(), body.clone());
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    post(&client, &body).await;
+                }
+            })
+        })
+        .collect();
+    let (ok, out, err) = admin(&fx.state(), &["nodes", "forget", &first]);
+    assert!(ok && out.contains("lifted"), "{out} {err}");
+    for task in flood {
+        task.await.unwrap();
+    }
+    let note = fx.state().join("rejected-cas").join(ca_hash(&ca));
+    assert!(!note.exists(), "not written back: {:?}", fs::read_to_string(&note));
+    let (_, _, status) = announce(&client, "edge", &ca, "").await;
+    assert_eq!(status, 201);
+    let (ok, list, _) = admin(&fx.state(), &["nodes", "list", "--rejected"]);
+    assert!(ok && !list.contains(&ca_hash(&ca)[..12]), "{list}");
+}
+
+#[tokio::test]
+async fn an_unreadable_ca_rejection_refuses_the_announcement() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    rejected_ca(&fx, &client, &ca).await;
+    // A note that cannot be read (a directory where the file should be is
+    // EISDIR for root too): neither "rejected" nor "not rejected" is known.
+    let note = fx.state().join("rejected-cas").join(ca_hash(&ca));
+    fs::remove_file(&note).unwrap();
+    fs::create_dir(&note).unwrap();
+    let answer = post(&client, &announcement("edge", &ca, "", &new_secret())).await;
+    assert_eq!(answer.status, 503, "{}", String::from_utf8_lossy(&answer.body));
+    assert!(json(&answer)["error"].is_string());
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_retry_finds_its_use_when_the_ca_index_was_never_linked() {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let token = add_token(&fx.state(), &["--uses", "3"]);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (first, _, status) = announce(&client, "edge", &ca, &token).await;
+    assert_eq!(status, 201);
+    for n in 0..2 {
+        announce(&client, "other", &certs::mint_node_ca(&format!("o{n}")).unwrap(), &token).await;
+    }
+    // As a replica that died between the use's marker and its CA index leaves it.
+    let index: Vec<_> = files_below(&fx.state().join("token-uses"))
+        .into_iter()
+        .filter(|p| p.file_name().unwrap().to_str().unwrap().contains(&format!(".ca-{}", ca_hash(&ca))))
+        .collect();
+    assert_eq!(index.len(), 1);
+    fs::remove_file(&index[0]).unwrap();
+    let answer = post(&client, &announcement("edge", &ca, &token, &new_secret())).await;
+    assert_eq!((answer.status, json(&answer)["id"].as_str()), (201, Some(first.as_str())), "readmitted");
+    assert_eq!(json(&answer)["admitted"], true);
+    assert!(index[0].exists(), "the index is made");
+    server.stop().await;
+}
