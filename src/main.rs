@@ -106,7 +106,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
 fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> Result<(), Failure> {
     let prepared = server::prepare(config)?;
     let listener = server::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
-    runtime()?.block_on(async {
+    let runtime = runtime()?;
+    let served = runtime.block_on(async {
         // Signals are ours before anyone is told the endpoint is up: a
         // SIGTERM right after the banner is a clean shutdown, not a kill.
         let stop = shutdown::signal().map_err(|e| format!("cannot handle signals: {e}"))?;
@@ -114,7 +115,11 @@ fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> R
             print(&banner);
         }
         Ok(prepared.serve(listener, stop).await?)
-    })
+    });
+    // Dropping the runtime would wait for every blocking-pool thread, and
+    // one stuck in a hung mount never returns: SIGTERM must end the process.
+    runtime.shutdown_timeout(server::SHUTDOWN_STRAGGLERS);
+    served
 }
 
 /// Writes `text` and a line break to stdout. A reader that went away (`|

@@ -92,6 +92,9 @@ pub fn server_config(cert: Arc<CurrentCert>) -> Result<ServerConfig, rustls::Err
     // Nodes never resume a session: tickets would cost a server-side
     // encryption each and never be used.
     config.send_tls13_tickets = 0;
+    // Nor TLS 1.2 session ids: the default cache would hold 256 sessions
+    // for clients that never come back with them.
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
     Ok(config)
 }
 

@@ -33,6 +33,11 @@ pub enum ApiError {
     /// Too many pending announcements: a token still admits.
     #[error("{0}")]
     Unavailable(String),
+    /// A state file the decision depends on cannot be read now (a token's
+    /// metadata, a CA's rejection): refused, never guessed (503; the node
+    /// retries).
+    #[error("{0}")]
+    Undecidable(String),
     /// The state directory is in a format this version does not know: it
     /// writes nothing until an upgrade (503; the node retries).
     #[error("{0}")]
@@ -52,8 +57,8 @@ impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         match e {
             // Not faults: the node retries later.
-            StoreError::TokenMeta(why) => ApiError::Unavailable(why.to_string()),
-            StoreError::Undecidable(why) => ApiError::Unavailable(why.to_string()),
+            StoreError::TokenMeta(why) => ApiError::Undecidable(why.to_string()),
+            StoreError::Undecidable(why) => ApiError::Undecidable(why.to_string()),
             StoreError::Format(why) => ApiError::StateFormat(why.to_string()),
             StoreError::Io(cause) => ApiError::Internal(cause),
         }
@@ -75,7 +80,9 @@ impl ApiError {
             ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::Unavailable(_) | ApiError::StateFormat(_) => StatusCode::SERVICE_UNAVAILABLE,
+            ApiError::Unavailable(_) | ApiError::Undecidable(_) | ApiError::StateFormat(_) => {
+                StatusCode::SERVICE_UNAVAILABLE
+            }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -95,6 +102,10 @@ impl IntoResponse for ApiError {
         let mut response = (self.status(), Json(ErrorBody { error: message })).into_response();
         if let ApiError::TooMany(retry) = &self {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry.as_secs().max(1).into());
+        }
+        if let ApiError::Undecidable(_) = &self {
+            // janusd's own backoff paces it; a file an admin is fixing.
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, 10u64.into());
         }
         if let ApiError::Unavailable(_) | ApiError::StateFormat(_) = &self {
             // The pending cap: room comes back as admins act or records age
@@ -118,6 +129,7 @@ mod tests {
             ApiError::Timeout,
             ApiError::TooMany(std::time::Duration::from_secs(3)),
             ApiError::Unavailable("x".into()),
+            ApiError::Undecidable("w".into()),
             ApiError::StateFormat("z".into()),
             ApiError::Internal(std::io::Error::other("y")),
         ];

@@ -53,6 +53,11 @@ pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 pub const DEFAULT_HEAD_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take to send an announcement's body, by default.
 pub const DEFAULT_BODY_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long shutdown waits for the tokens tidier's last flush.
+const TIDIER_FLUSH: Duration = Duration::from_secs(2);
+/// How long the runtime waits, once serving ended, for blocking-pool
+/// threads (stuck in a hung file system, say) before the process exits anyway.
+pub const SHUTDOWN_STRAGGLERS: Duration = Duration::from_secs(2);
 /// Bounds request heads: enough for any header a node or a browser sends.
 const MAX_HEAD_BYTES: usize = 32 * 1024;
 
@@ -411,8 +416,16 @@ impl Prepared {
         if let Some(policy) = &app.policy {
             policy.stop();
         }
-        // Stopped and flushed off the async workers: no spent token stays listed.
-        let _ = tokio::task::spawn_blocking(move || drop(tidier)).await;
+        // Stopped and flushed off the async workers: no spent token stays
+        // listed. Bounded: on a hung state mount the flush never returns,
+        // and the ledger has what it would have blanked.
+        let flushed = tokio::time::timeout(TIDIER_FLUSH, tokio::task::spawn_blocking(move || drop(tidier)));
+        if flushed.await.is_err() {
+            tracing::warn!(
+                secs = TIDIER_FLUSH.as_secs(),
+                "the tokens tidier did not finish its flush: spent tokens may stay listed (the ledger has them)"
+            );
+        }
         if let Some(metrics) = metrics_server {
             match metrics.await {
                 Ok(Err(e)) => tracing::error!(cause = %e, "the metrics listener failed"),

@@ -41,6 +41,7 @@ pub async fn announce(
         Err(ApiError::TooMany(_)) => "refused_rate_limited",
         Err(ApiError::Unavailable(_)) => "refused_pending_cap",
         Err(ApiError::StateFormat(_)) => "refused_state_format",
+        Err(ApiError::Undecidable(_)) => "refused_state_unreadable",
         Err(_) => "refused_internal",
     };
     Metrics::outcome(&app.metrics.announcements, outcome);

@@ -43,8 +43,11 @@ pub struct AsyncStore {
 struct HealthCache {
     /// The last finished check and when it finished.
     last: Mutex<Option<(Instant, Result<(), Unhealthy>)>>,
-    /// When the check running now started.
+    /// When the check running now started (set and cleared by the holder
+    /// of `checking` only).
     running_since: Mutex<Option<Instant>>,
+    /// The one check's turn: held while a check runs.
+    checking: Arc<tokio::sync::Mutex<()>>,
 }
 
 impl AsyncStore {
@@ -132,10 +135,11 @@ impl AsyncStore {
     /// result is reused for `HEALTH_FRESH` (1 s); an older one is answered at
     /// once while a new check runs in the background, so no probe waits on
     /// the file system but the very first; once no check has finished for
-    /// [`HEALTH_STALL`], the answer is that the state is stalled.
+    /// [`HEALTH_STALL`], the answer is that the state is stalled. One check
+    /// runs at a time, however many probes come.
     pub async fn health(&self) -> Result<(), Unhealthy> {
         let last = self.health.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
-        let Some((at, result)) = last else { return self.check_health_now().await };
+        let Some((at, result)) = last else { return self.check_health_waiting().await };
         if at.elapsed() < HEALTH_FRESH {
             return result;
         }
@@ -144,24 +148,33 @@ impl AsyncStore {
             Some(since) if since.elapsed() >= HEALTH_STALL => Err(stalled()),
             Some(_) => result,
             // An idle server's last result is too old to answer with.
-            None if at.elapsed() >= HEALTH_STALL => self.check_health_now().await,
+            None if at.elapsed() >= HEALTH_STALL => self.check_health_waiting().await,
             None => {
-                let this = self.clone();
-                tokio::spawn(async move { this.check_health_now().await });
+                // Only the probe that takes the one check's turn starts it.
+                if let Ok(turn) = self.health.checking.clone().try_lock_owned() {
+                    let this = self.clone();
+                    tokio::spawn(async move { this.check_health_now(turn).await });
+                }
                 result
             }
         }
     }
 
-    /// A health check on the pool, its result kept; while it runs, others
-    /// answer the previous result.
-    async fn check_health_now(&self) -> Result<(), Unhealthy> {
-        {
-            let mut running = self.health.running_since.lock().unwrap_or_else(|e| e.into_inner());
-            if running.is_none() {
-                *running = Some(Instant::now());
-            }
+    /// Waits for the check running now, if any, and answers its result if
+    /// fresh; else runs one.
+    async fn check_health_waiting(&self) -> Result<(), Unhealthy> {
+        let turn = self.health.checking.clone().lock_owned().await;
+        let last = self.health.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match last {
+            Some((at, result)) if at.elapsed() < HEALTH_FRESH => result,
+            _ => self.check_health_now(turn).await,
         }
+    }
+
+    /// A health check on the pool, its result kept, run while holding the
+    /// one check's `turn`; while it runs, others answer the previous result.
+    async fn check_health_now(&self, turn: tokio::sync::OwnedMutexGuard<()>) -> Result<(), Unhealthy> {
+        *self.health.running_since.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let cache = self.health.clone();
         let checked = self
             .on_pool(move |store| {
@@ -172,6 +185,7 @@ impl AsyncStore {
             })
             .await;
         *self.health.running_since.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        drop(turn);
         checked.unwrap_or_else(|e| Err(Unhealthy(e.to_string())))
     }
 

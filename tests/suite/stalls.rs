@@ -2,7 +2,8 @@
 //! mount's stand-in: `tokens` becomes a FIFO nobody writes, so opening it
 //! blocks) stalls the work that needs it on the blocking pool, never the
 //! async workers: polls and announcements are still answered, and
-//! `/healthz` says the state is stalled instead of hanging.
+//! `/healthz` says the state is stalled instead of hanging; and SIGTERM
+//! still ends the process.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,9 @@ use janus_registration::certs;
 async fn a_hung_state_file_stalls_no_worker_and_healthz_says_so() {
     let fx = Fixture::new();
     // In a process of its own: its stuck pool threads end with it.
-    let server = Process::start(&fx.serve_args());
+    let mut args = fx.serve_args();
+    args.extend(["--shutdown-grace".into(), "2s".into()]);
+    let mut server = Process::start(&args);
     let (client, path, secret) = approved_node(&fx, server.addr).await;
     assert_eq!(get(&client, "/healthz", None).await.status, 200);
 
@@ -46,5 +49,17 @@ async fn a_hung_state_file_stalls_no_worker_and_healthz_says_so() {
     assert_eq!(get(&client, &path, Some(&secret)).await.status, 200);
     let (id, _, status) = announce(&client, "edge", &certs::mint_node_ca("edge").unwrap(), "").await;
     assert_eq!((status, id.len()), (201, 32));
-    drop(server);
+
+    // SIGTERM ends it, though pool threads are stuck on the FIFO: within
+    // the grace and the runtime's straggler wait, with a deadline to spare.
+    let pid = rustix::process::Pid::from_child(&server.child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    let mut exit = None;
+    let ended = wait_for(Duration::from_secs(20), || {
+        exit = server.child.try_wait().unwrap();
+        exit.is_some()
+    });
+    assert!(ended, "still running 20 s after SIGTERM: {}", server.log());
+    assert!(exit.unwrap().success(), "{}", server.log());
+    server.kill();
 }
