@@ -175,13 +175,13 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
 /// which panics once stderr is gone (a log collector that died), and a
 /// panicking log call would take the request, or the shutdown, with it.
 fn init_tracing(format: LogFormat, level: &str) {
-    use janus_registration::terminal::EscapingWriter;
+    use janus_registration::terminal::{EscapingWriter, JsonEscapingWriter};
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("janus_registration={level}")));
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).log_internal_errors(false).with_ansi(false);
     match format {
         LogFormat::Text => builder.with_writer(|| EscapingWriter(std::io::stderr())).init(),
-        LogFormat::Json => builder.with_writer(std::io::stderr).json().init(),
+        LogFormat::Json => builder.with_writer(|| JsonEscapingWriter(std::io::stderr())).json().init(),
     }
 }

@@ -70,6 +70,11 @@ impl CurrentCert {
         CurrentCert(RwLock::new(key))
     }
 
+    /// What is served now.
+    pub fn current(&self) -> Arc<CertifiedKey> {
+        self.0.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+
     /// Takes effect at the next handshake; the caller has checked `key`.
     pub fn replace(&self, key: Arc<CertifiedKey>) {
         *self.0.write().unwrap_or_else(|e| e.into_inner()) = key;

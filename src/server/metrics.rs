@@ -57,6 +57,10 @@ pub struct Metrics {
     pub cert_not_after: Gauge,
     /// The served bundle's version.
     pub bundle_version: Gauge,
+    /// How many reasons the last health check gave for being degraded.
+    pub degraded: Gauge,
+    /// 1 when the last health check found that no node can be served.
+    pub unavailable: Gauge,
 }
 
 fn latency_histogram() -> Histogram {
@@ -100,6 +104,17 @@ impl Default for Metrics {
             cert_not_after.clone(),
         );
         registry.register("bundle_version", "Version of the served fleet bundle", bundle_version.clone());
+        let (degraded, unavailable) = (Gauge::default(), Gauge::default());
+        registry.register(
+            "health_degraded_reasons",
+            "Reasons the last /healthz gave for serving some nodes but not all (0: none)",
+            degraded.clone(),
+        );
+        registry.register(
+            "health_unavailable",
+            "1 when the last /healthz found that no node can be served (503)",
+            unavailable.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -111,6 +126,8 @@ impl Default for Metrics {
             admission_queue_full,
             cert_not_after,
             bundle_version,
+            degraded,
+            unavailable,
         }
     }
 }

@@ -194,6 +194,9 @@ pub struct App {
     body_timeout: Duration,
     /// Accepts failing for want of file descriptors are logged at most once a minute.
     emfile_logged: limits::LogThrottle,
+    /// Why the last changed certificate or fleet was refused, until one is
+    /// served again: `/healthz` says it (degraded).
+    pub reload_refused: std::sync::Mutex<Option<String>>,
 }
 
 impl App {
@@ -288,6 +291,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         reconcile_every: config.reconcile_every,
         body_timeout: config.body_timeout,
         emfile_logged: Default::default(),
+        reload_refused: Default::default(),
     };
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);
     app.metrics.cert_not_after.set(identity.not_after);
@@ -320,6 +324,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/register", post(routes::announce))
         .route("/register/{id}", get(routes::poll))
         .route("/healthz", get(routes::healthz))
+        .route("/livez", get(routes::livez))
         .fallback(routes::not_found)
         .layer(axum::middleware::from_fn_with_state(app.clone(), routes::log_request))
         .with_state(app)
@@ -382,7 +387,13 @@ impl Prepared {
             let plain = bind(&addr.to_string())?;
             plain.set_nonblocking(true)?;
             tracing::info!(metrics_listen = %plain.local_addr()?, "serving metrics over plain HTTP");
-            let metrics = Router::new().route("/metrics", get(routes::metrics)).with_state(self.app.clone());
+            // The probes' own door: plain HTTP, its own connection cap, so a
+            // flooded TLS port never fails a liveness or readiness probe.
+            let metrics = Router::new()
+                .route("/metrics", get(routes::metrics))
+                .route("/healthz", get(routes::healthz))
+                .route("/livez", get(routes::livez))
+                .with_state(self.app.clone());
             let failures = self.app.clone();
             let mut server = axum_server::from_tcp(plain)?
                 .acceptor(accept::ConnectionCap::new(METRICS_MAX_CONNECTIONS, 0))

@@ -61,7 +61,7 @@ pub async fn run(app: Arc<App>, cert: Arc<CurrentCert>, watched: Watched, every:
         }
         if cert_now != cert_seen {
             cert_seen = cert_now;
-            if let Some(not_after) = reload_cert(&cert, &watched).await {
+            if let Some(not_after) = reload_cert(&app, &cert, &watched).await {
                 app.metrics.cert_not_after.set(not_after);
             }
         }
@@ -90,10 +90,42 @@ async fn reload_fleet(app: &Arc<App>, watched: &Watched) {
     }
 }
 
-async fn reload_cert(cert: &Arc<CurrentCert>, watched: &Watched) -> Option<i64> {
+/// Loads the changed certificate and key and serves them if a start would
+/// (they parse, match, are in date), and if they still verify for
+/// `controller.fleet.janus` through the fleet root whenever the ones served
+/// now do: a copy from another fleet would fail every node's handshake.
+/// A refusal is logged and said by `/healthz` (degraded) until a good
+/// pair is served.
+async fn reload_cert(app: &Arc<App>, cert: &Arc<CurrentCert>, watched: &Watched) -> Option<i64> {
     let (crt, key) = (watched.cert.clone(), watched.key.clone());
-    let loaded =
-        tokio::task::spawn_blocking(move || ServedIdentity::load(&crt, &key, &crate::tls::provider())).await;
+    let root = app.trust().fleet.root_der.clone();
+    let fleet_dir = watched.fleet.clone();
+    let served = cert.current();
+    let loaded = tokio::task::spawn_blocking(move || {
+        let identity = ServedIdentity::load(&crt, &key, &crate::tls::provider())?;
+        let provider = crate::tls::provider();
+        // The root served, or the one on disk (a rotation whose new root
+        // is not reloaded yet).
+        let on_disk = Fleet::load(&fleet_dir).ok().map(|f| f.root_der);
+        let verifies = |who: &ServedIdentity| {
+            who.verify_for_fleet(&root, provider.clone()).or_else(|why| {
+                on_disk.as_ref().map_or(Err(why), |r| who.verify_for_fleet(r, provider.clone()))
+            })
+        };
+        if let Err(why) = verifies(&identity) {
+            if verifies(&ServedIdentity { certified: served, not_after: 0 }).is_ok() {
+                return Err(why);
+            }
+            tracing::warn!(reason = %why, "the changed certificate does not verify through the fleet root (nor did the one it replaces)");
+        }
+        Ok(identity)
+    })
+    .await;
+    let refused = |why: String| {
+        tracing::error!(cause = %why, "refused the changed certificate; still serving the last good one");
+        *app.reload_refused.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some(format!("the changed certificate was refused (still serving the last good one): {why}"));
+    };
     match loaded {
         Ok(Ok(identity)) => {
             tracing::info!(
@@ -101,12 +133,11 @@ async fn reload_cert(cert: &Arc<CurrentCert>, watched: &Watched) -> Option<i64> 
                 "reloaded the certificate: used from the next handshake"
             );
             cert.replace(identity.certified);
+            *app.reload_refused.lock().unwrap_or_else(|e| e.into_inner()) = None;
             return Some(identity.not_after);
         }
-        Ok(Err(e)) => {
-            tracing::error!(cause = %e, "refused the changed certificate; still serving the last good one")
-        }
-        Err(e) => tracing::error!(cause = %e, "certificate reload failed"),
+        Ok(Err(e)) => refused(e.to_string()),
+        Err(e) => refused(e.to_string()),
     }
     None
 }

@@ -156,14 +156,36 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Re
 /// 200 while the fleet is loaded and the state can be relied on: a durable
 /// write succeeds and the tokens files read and parse; else 503 and why.
 pub async fn healthz(State(app): State<Arc<App>>) -> Response {
-    match app.store.health().await {
-        Ok(()) => (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response(),
+    let mut health = app.store.health().await;
+    if let (Ok(degraded), Some(why)) =
+        (&mut health, app.reload_refused.lock().unwrap_or_else(|e| e.into_inner()).clone())
+    {
+        degraded.push(why);
+    }
+    let degraded = health.as_ref().map_or(0, Vec::len);
+    app.metrics.degraded.set(degraded as i64);
+    app.metrics.unavailable.set(i64::from(health.is_err()));
+    match health {
+        Ok(degraded) if degraded.is_empty() => {
+            (StatusCode::OK, Json(serde_json::json!({"status": "ok"}))).into_response()
+        }
+        // Some nodes are refused, others served: ready, and saying why.
+        Ok(degraded) => {
+            tracing::warn!(degraded = %degraded.join("; "), "health check: degraded");
+            let body = serde_json::json!({"status": "degraded", "degraded": degraded});
+            (StatusCode::OK, Json(body)).into_response()
+        }
         Err(reason) => {
             tracing::warn!(cause = %reason, "health check failed");
             let reason = serde_json::json!({"status": "unavailable", "reason": reason.to_string()});
             (StatusCode::SERVICE_UNAVAILABLE, Json(reason)).into_response()
         }
     }
+}
+
+/// `GET /livez`: the process answers; nothing is read (liveness).
+pub async fn livez() -> Response {
+    (StatusCode::OK, Json(serde_json::json!({"status": "alive"}))).into_response()
 }
 
 /// `GET /metrics` on the plain-HTTP metrics listener.

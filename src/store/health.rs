@@ -1,11 +1,18 @@
-//! Whether the state can be relied on now, as `/healthz` reports it: no
-//! recent write failed for want of room or permission, a durable write of a
-//! record's size succeeds in every directory an admission writes to, and
-//! the tokens files read.
+//! Whether the state can be relied on now, as `/healthz` reports it, in two
+//! grades. *Unavailable* (503, readiness fails): no node can be served — a
+//! state format this binary does not know, or a durable write of a
+//! record's size failing in a directory every admission writes to.
+//! *Degraded* (200, said in the body and in metrics): some nodes are
+//! refused but others served — token metadata that cannot be read (its
+//! tokens refused, tokenless announcements and polls served), an
+//! unreadable `tokens`, a recent announcement whose write failed for want
+//! of room or permission while the probe writes succeed.
 //!
-//! Invariants: a failed announcement is remembered for
+//! Invariants: `/healthz` is never 200 while the writes it covers fail (the
+//! probe makes them each time); a failed announcement is remembered for
 //! [`WRITE_FAILURE_MEMORY`] or until a write succeeds; the probe files are
-//! removed whatever happens.
+//! removed whatever happens. One stray comma in a file an admin edits
+//! never takes the only replica out of a Service.
 
 use std::fs;
 use std::io;
@@ -28,22 +35,15 @@ impl Store {
         }
     }
 
-    /// Whether the state can be relied on: no announcement's write failed
-    /// for want of room or permission lately, a durable write (with
-    /// `fsync`) of a record's size succeeds in every directory a token
-    /// admission writes to, and `tokens` and `tokens.meta.json` read and
-    /// parse.
-    pub fn check_health(&self) -> Result<(), Unhealthy> {
+    /// Whether the state can be relied on: `Err` when no node can be
+    /// served (a state format this binary does not know, a durable write
+    /// with `fsync` of a record's size failing in a directory a token
+    /// admission writes to), else what is degraded (an announcement's write
+    /// that failed lately for want of room or permission, `tokens` or
+    /// `tokens.meta.json` unreadable), empty when nothing is.
+    pub fn check_health(&self) -> Result<Vec<String>, Unhealthy> {
         if let Some(refusal) = self.format_refusal() {
             return Err(Unhealthy(refusal.to_string()));
-        }
-        if let Some((at, why)) = self.write_failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
-            && at.elapsed() < WRITE_FAILURE_MEMORY
-        {
-            return Err(Unhealthy(format!(
-                "announcements fail to write ({}s ago): {why}",
-                at.elapsed().as_secs()
-            )));
         }
         self.ensure_layout().map_err(|e| Unhealthy(e.to_string()))?;
         let probe_name = format!("{}healthz-{}", durable::TEMP_PREFIX, std::process::id());
@@ -55,7 +55,17 @@ impl Store {
             let _ = fs::remove_file(&path);
             written.map_err(|e| Unhealthy(format!("state directory not writable: {e}")))?;
         }
-        self.tokens.health()
+        let mut degraded = Vec::new();
+        if let Some((at, why)) = self.write_failure.lock().unwrap_or_else(|e| e.into_inner()).as_ref()
+            && at.elapsed() < WRITE_FAILURE_MEMORY
+        {
+            degraded
+                .push(format!("an announcement failed to write ({}s ago): {why}", at.elapsed().as_secs()));
+        }
+        if let Err(why) = self.tokens.health() {
+            degraded.push(why.0);
+        }
+        Ok(degraded)
     }
 }
 

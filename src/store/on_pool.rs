@@ -32,6 +32,10 @@ const HEALTH_FRESH: Duration = Duration::from_secs(1);
 /// answered with.
 pub const HEALTH_STALL: Duration = Duration::from_secs(10);
 
+/// What a health check found: `Err` when no node can be served, else what
+/// is degraded (empty: nothing).
+pub type Health = Result<Vec<String>, Unhealthy>;
+
 /// The store, called from async code.
 #[derive(Clone)]
 pub struct AsyncStore {
@@ -42,7 +46,7 @@ pub struct AsyncStore {
 #[derive(Default)]
 struct HealthCache {
     /// The last finished check and when it finished.
-    last: Mutex<Option<(Instant, Result<(), Unhealthy>)>>,
+    last: Mutex<Option<(Instant, Health)>>,
     /// When the check running now started (set and cleared by the holder
     /// of `checking` only).
     running_since: Mutex<Option<Instant>>,
@@ -137,7 +141,7 @@ impl AsyncStore {
     /// the file system but the very first; once no check has finished for
     /// [`HEALTH_STALL`], the answer is that the state is stalled. One check
     /// runs at a time, however many probes come.
-    pub async fn health(&self) -> Result<(), Unhealthy> {
+    pub async fn health(&self) -> Health {
         let last = self.health.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
         let Some((at, result)) = last else { return self.check_health_waiting().await };
         if at.elapsed() < HEALTH_FRESH {
@@ -162,7 +166,7 @@ impl AsyncStore {
 
     /// Waits for the check running now, if any, and answers its result if
     /// fresh; else runs one.
-    async fn check_health_waiting(&self) -> Result<(), Unhealthy> {
+    async fn check_health_waiting(&self) -> Health {
         let turn = self.health.checking.clone().lock_owned().await;
         let last = self.health.last.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match last {
@@ -173,7 +177,7 @@ impl AsyncStore {
 
     /// A health check on the pool, its result kept, run while holding the
     /// one check's `turn`; while it runs, others answer the previous result.
-    async fn check_health_now(&self, turn: tokio::sync::OwnedMutexGuard<()>) -> Result<(), Unhealthy> {
+    async fn check_health_now(&self, turn: tokio::sync::OwnedMutexGuard<()>) -> Health {
         *self.health.running_since.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let cache = self.health.clone();
         let checked = self

@@ -285,3 +285,49 @@ async fn a_retry_finds_its_use_when_the_ca_index_was_never_linked() {
     assert!(index[0].exists(), "the index is made");
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_certificate_from_another_fleet_is_refused_on_reload_and_healthz_says_so() {
+    use janus_registration::pki::mint;
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let before = presented_certificate(server.addr).await;
+    // A pair copied from another fleet: in date, matching, for the right
+    // name, but chaining to a root no node here trusts.
+    let other = mint::mint_fleet("other", 1).unwrap();
+    let stranger = mint::mint_controller(&other.issuing, 30, &["127.0.0.1".into()]).unwrap();
+    let good = (fs::read(fx.cert()).unwrap(), fs::read(fx.key()).unwrap());
+    certs::write_pair(&fx.dir.path().join("controller"), &stranger, true).unwrap();
+    let degraded = eventually(
+        || get(&client, "/healthz", None),
+        |a| String::from_utf8_lossy(&a.body).contains("changed certificate was refused"),
+    )
+    .await;
+    assert_eq!(degraded.status, 200, "degraded, still serving");
+    assert_eq!(json(&degraded)["status"], "degraded");
+    assert_eq!(presented_certificate(server.addr).await, before, "the last good pair stays");
+    // Put right: served, and healthy again.
+    fs::write(fx.key(), &good.1).unwrap();
+    fs::write(fx.cert(), &good.0).unwrap();
+    let healthy = eventually(|| get(&client, "/healthz", None), |a| json(a)["status"] == "ok").await;
+    assert_eq!(healthy.status, 200);
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_typo_in_the_metadata_degrades_but_keeps_the_replica_ready() {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let token = add_token(&fx.state(), &["--uses", "2"]);
+    let text = fs::read_to_string(fx.state().join(META_FILE)).unwrap();
+    fs::write(fx.state().join(META_FILE), text.replacen('{', "{,", 1)).unwrap();
+    let health = eventually(|| get(&client, "/healthz", None), |a| json(a)["status"] == "degraded").await;
+    assert_eq!(health.status, 200, "ready: tokenless nodes and polls are served");
+    assert!(json(&health)["degraded"][0].as_str().unwrap().contains(META_FILE), "{}", health.text());
+    assert_eq!(status_of(&client, "t", &token).await.0, 503, "its tokens refused");
+    assert_eq!(status_of(&client, "n", "").await, (201, false), "tokenless: served");
+    server.stop().await;
+}
