@@ -27,7 +27,8 @@ fn parse_listen(s: &str) -> Result<String, String> {
 use crate::server::limits::LimitsConfig;
 use crate::server::policy::{DEFAULT_QUEUE, PolicyConfig};
 use crate::server::{
-    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_SOURCE, ServeConfig,
+    DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_NETWORK,
+    DEFAULT_MAX_CONNECTIONS_PER_SOURCE, ServeConfig,
 };
 use crate::{admin, certs};
 
@@ -268,6 +269,10 @@ pub struct HealthcheckArgs {
     /// and HEALTHCHECK use the full check).
     #[arg(long)]
     pub live: bool,
+    /// Ask the plain-HTTP metrics listener (`--metrics-listen`, e.g. 127.0.0.1:9090) instead of
+    /// the TLS port: a probe that a flood of the TLS port cannot fail.
+    #[arg(long)]
+    pub plain: bool,
 }
 
 #[derive(Debug, Args)]
@@ -295,6 +300,11 @@ pub struct ServeArgs {
     /// source: raise it there (0: no per-source cap).
     #[arg(long, env = "JANUS_REGISTRATION_MAX_CONNECTIONS_PER_SOURCE", default_value_t = DEFAULT_MAX_CONNECTIONS_PER_SOURCE)]
     pub max_connections_per_source: usize,
+    /// Connections one network (an IPv4 /24, an IPv6 /48) may hold open, so one attacker's many
+    /// addresses count together. A site whose nodes sit behind several NAT addresses of one
+    /// /24 shares it: raise it there (0: no per-network cap).
+    #[arg(long, env = "JANUS_REGISTRATION_MAX_CONNECTIONS_PER_NETWORK", default_value_t = DEFAULT_MAX_CONNECTIONS_PER_NETWORK)]
+    pub max_connections_per_network: usize,
     /// How long in-flight requests get to finish after SIGTERM (10s; bare seconds still read).
     #[arg(long, env = "JANUS_REGISTRATION_SHUTDOWN_GRACE", value_parser = parse_duration, default_value = "10s")]
     pub shutdown_grace: Duration,
@@ -352,6 +362,7 @@ impl ServeArgs {
         ServeConfig {
             max_connections: self.max_connections.max(1),
             max_connections_per_source: self.max_connections_per_source,
+            max_connections_per_network: self.max_connections_per_network,
             shutdown_grace: self.shutdown_grace,
             limits: LimitsConfig {
                 burst: self.rate_burst.max(1),

@@ -92,7 +92,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Healthcheck(args) => {
-            print(&runtime()?.block_on(healthcheck::check(&args.addr, args.live))?);
+            print(&runtime()?.block_on(healthcheck::check(&args.addr, args.live, args.plain))?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Certs(command) => {

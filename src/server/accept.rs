@@ -1,31 +1,50 @@
-//! Accepting connections: a cap on open connections, in all and per source,
-//! applied before any handshake work.
+//! Accepting connections: a table of open connections with caps in all,
+//! per source (an IPv4 address, an IPv6 /64) and per network (an IPv4 /24,
+//! an IPv6 /48), applied before any handshake work; and shedding instead of
+//! falling over: when the table is full, the oldest connection that has not
+//! finished its TLS handshake is closed to make room, so a new source
+//! always gets a slot however many idle connections others opened, and
+//! under pressure a handshake gets less time.
 //!
 //! Invariants: a refused connection costs a closed socket and no more; every
-//! accepted stream holds its slots until it is dropped; refusals are typed
-//! ([`Refused`]) so the accept loop counts them without matching error text.
+//! accepted stream holds its slot until it is dropped or evicted (an
+//! evicted stream's next read or write fails, and it is woken to see it);
+//! a connection past its handshake is never evicted; the table's memory is
+//! bounded by its cap; refusals are typed ([`Refused`]) so the accept loop
+//! counts them without matching error text.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io;
 use std::net::IpAddr;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
+use std::time::Duration;
 
 use axum_server::accept::Accept;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Why a connection was closed at accept, before any handshake work.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
-    /// Every connection slot is taken.
+    /// Every connection slot is taken by a connection past its handshake.
     #[error("connection cap reached")]
     Cap,
     /// This source holds all the slots it may.
     #[error("per-source connection cap reached")]
     SourceCap,
+    /// This source's network holds all the slots it may.
+    #[error("per-network connection cap reached")]
+    NetworkCap,
+    /// Closed to make room for a newer connection: it had not finished
+    /// its handshake, and was the oldest such.
+    #[error("evicted: the connection table was full and this connection had not finished its handshake")]
+    Evicted,
+    /// Its handshake took longer than the table's pressure allowed.
+    #[error("the TLS handshake did not finish in time")]
+    HandshakeTimeout,
 }
 
 impl Refused {
@@ -35,57 +54,148 @@ impl Refused {
     }
 }
 
-/// Refuses a connection outright when `max` are already open, or when its
-/// source (an IPv4 address, an IPv6 /64) holds `per_source` already
-/// (0: no per-source cap), before any handshake work: a flood costs us a
-/// closed socket and no more, and one source cannot starve the others.
+/// A network: an IPv4 /24 or an IPv6 /48 (a site's allocation), so one
+/// attacker's many addresses count together.
+pub fn network_key(ip: IpAddr) -> IpAddr {
+    match super::limits::source_key(ip) {
+        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & 0xffff_ff00).into()),
+        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 80) - 1)).into()),
+    }
+}
+
+/// The caps of a [`ConnectionCap`].
+#[derive(Debug, Clone, Copy)]
+pub struct Caps {
+    /// Connections open at once.
+    pub max: usize,
+    /// Of them, from one source (0: no such cap).
+    pub per_source: usize,
+    /// Of them, from one network (0: no such cap).
+    pub per_network: usize,
+    /// Whether a full table evicts the oldest connection that has not
+    /// finished its handshake (the TLS listener) or refuses the new one
+    /// (plain HTTP, which has no handshake to tell idle from busy).
+    pub evict: bool,
+}
+
+/// The table of open connections, shared by the accept loop and each
+/// connection's slot.
 #[derive(Clone)]
 pub struct ConnectionCap {
-    all: Arc<Semaphore>,
-    per_source: usize,
-    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    caps: Caps,
+    table: Arc<Mutex<Table>>,
+}
+
+#[derive(Default)]
+struct Table {
+    next: u64,
+    /// By age: the first is the oldest.
+    open: BTreeMap<u64, Entry>,
+    sources: HashMap<IpAddr, usize>,
+    networks: HashMap<IpAddr, usize>,
+}
+
+struct Entry {
+    peer: Option<(IpAddr, IpAddr)>,
+    signal: Arc<Signal>,
+}
+
+/// What a slot and the table share: whether the handshake finished, and
+/// whether the connection was evicted (with the waker to tell it).
+#[derive(Default)]
+struct Signal {
+    handshaken: AtomicBool,
+    evicted: AtomicBool,
+    waker: Mutex<Option<Waker>>,
+}
+
+impl Table {
+    fn count(&mut self, peer: Option<(IpAddr, IpAddr)>, up: bool) {
+        let Some((source, network)) = peer else { return };
+        for (map, key) in [(&mut self.sources, source), (&mut self.networks, network)] {
+            let open = map.entry(key).or_insert(0);
+            if up {
+                *open += 1;
+            } else {
+                *open = open.saturating_sub(1);
+                if *open == 0 {
+                    map.remove(&key);
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, id: u64) -> Option<Entry> {
+        let entry = self.open.remove(&id)?;
+        self.count(entry.peer, false);
+        Some(entry)
+    }
+
+    /// Closes the oldest connection still in its handshake; whether there was one.
+    fn evict_oldest_handshaking(&mut self) -> bool {
+        let Some(id) =
+            self.open.iter().find(|(_, e)| !e.signal.handshaken.load(Ordering::Acquire)).map(|(id, _)| *id)
+        else {
+            return false;
+        };
+        if let Some(entry) = self.remove(id) {
+            entry.signal.evicted.store(true, Ordering::Release);
+            if let Some(waker) = entry.signal.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                waker.wake();
+            }
+        }
+        true
+    }
 }
 
 impl ConnectionCap {
-    /// At most `max` connections, `per_source` of them from one source (0: no such cap).
-    pub fn new(max: usize, per_source: usize) -> Self {
-        ConnectionCap { all: Arc::new(Semaphore::new(max)), per_source, sources: Arc::default() }
+    /// A table with these caps.
+    pub fn new(caps: Caps) -> Self {
+        ConnectionCap { caps, table: Arc::default() }
     }
 
-    fn admit(&self, stream: &TcpStream) -> Result<(OwnedSemaphorePermit, Option<SourceSlot>), Refused> {
-        let permit = self.all.clone().try_acquire_owned().map_err(|_| Refused::Cap)?;
-        let source = stream.peer_addr().ok().map(|a| super::limits::source_key(a.ip()));
-        let slot = match source {
-            Some(ip) if self.per_source > 0 => {
-                let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
-                let open = sources.entry(ip).or_insert(0);
-                if *open >= self.per_source {
-                    return Err(Refused::SourceCap);
-                }
-                *open += 1;
-                Some(SourceSlot { ip, sources: self.sources.clone() })
+    /// How full the table is, 0.0 to 1.0.
+    pub fn occupancy(&self) -> f64 {
+        let open = self.table.lock().unwrap_or_else(|e| e.into_inner()).open.len();
+        open as f64 / self.caps.max.max(1) as f64
+    }
+
+    fn admit(&self, peer: Option<IpAddr>) -> Result<Slot, Refused> {
+        let peer = peer.map(|ip| (super::limits::source_key(ip), network_key(ip)));
+        let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((source, network)) = peer {
+            let over =
+                |map: &HashMap<IpAddr, usize>, key, cap| cap > 0 && map.get(&key).is_some_and(|&n| n >= cap);
+            if over(&table.sources, source, self.caps.per_source) {
+                return Err(Refused::SourceCap);
             }
-            _ => None,
-        };
-        Ok((permit, slot))
-    }
-}
-
-/// One open connection counted against its source; uncounted when dropped.
-struct SourceSlot {
-    ip: IpAddr,
-    sources: Arc<Mutex<HashMap<IpAddr, usize>>>,
-}
-
-impl Drop for SourceSlot {
-    fn drop(&mut self) {
-        let mut sources = self.sources.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(open) = sources.get_mut(&self.ip) {
-            *open -= 1;
-            if *open == 0 {
-                sources.remove(&self.ip);
+            if over(&table.networks, network, self.caps.per_network) {
+                return Err(Refused::NetworkCap);
             }
         }
+        if table.open.len() >= self.caps.max.max(1) && !(self.caps.evict && table.evict_oldest_handshaking())
+        {
+            return Err(Refused::Cap);
+        }
+        let id = table.next;
+        table.next += 1;
+        let signal = Arc::new(Signal::default());
+        table.open.insert(id, Entry { peer, signal: signal.clone() });
+        table.count(peer, true);
+        Ok(Slot { id, signal, table: self.table.clone() })
+    }
+}
+
+/// One open connection's place in the table; given back when dropped.
+struct Slot {
+    id: u64,
+    signal: Arc<Signal>,
+    table: Arc<Mutex<Table>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.table.lock().unwrap_or_else(|e| e.into_inner()).remove(self.id);
     }
 }
 
@@ -98,18 +208,43 @@ impl<S> Accept<TcpStream, S> for ConnectionCap {
         // Answers are written in a few small TLS records: without this, Nagle
         // holds the last one for the client's delayed ACK (40 ms).
         let _ = stream.set_nodelay(true);
-        std::future::ready(match self.admit(&stream) {
-            Ok((permit, slot)) => Ok((Capped { inner: stream, _permit: permit, _source: slot }, service)),
+        let peer = stream.peer_addr().ok().map(|a| a.ip());
+        std::future::ready(match self.admit(peer) {
+            Ok(slot) => Ok((Capped { inner: stream, slot }, service)),
             Err(refused) => Err(io::Error::other(refused)),
         })
     }
 }
 
-/// A stream that gives its connection slot back when dropped.
+/// A stream that holds its connection slot, gives it back when dropped,
+/// and fails its next read or write once evicted.
 pub struct Capped<I> {
     inner: I,
-    _permit: OwnedSemaphorePermit,
-    _source: Option<SourceSlot>,
+    slot: Slot,
+}
+
+impl<I> Capped<I> {
+    /// Marks the handshake finished: never evicted from now on.
+    pub fn handshaken(&self) {
+        self.slot.signal.handshaken.store(true, Ordering::Release);
+        self.slot.signal.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+    }
+
+    /// `Err` once evicted; else registers the waker an eviction wakes
+    /// (only while the handshake runs: nothing evicts a connection after).
+    fn check(&self, cx: &Context<'_>) -> io::Result<()> {
+        let signal = &self.slot.signal;
+        if signal.evicted.load(Ordering::Acquire) {
+            return Err(io::Error::new(io::ErrorKind::ConnectionAborted, Refused::Evicted));
+        }
+        if !signal.handshaken.load(Ordering::Acquire) {
+            let mut waker = signal.waker.lock().unwrap_or_else(|e| e.into_inner());
+            if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                *waker = Some(cx.waker().clone());
+            }
+        }
+        Ok(())
+    }
 }
 
 impl<I: AsyncRead + Unpin> AsyncRead for Capped<I> {
@@ -118,12 +253,14 @@ impl<I: AsyncRead + Unpin> AsyncRead for Capped<I> {
         cx: &mut Context<'_>,
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
+        self.check(cx)?;
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
 
 impl<I: AsyncWrite + Unpin> AsyncWrite for Capped<I> {
     fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        self.check(cx)?;
         Pin::new(&mut self.inner).poll_write(cx, buf)
     }
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
@@ -131,5 +268,111 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Capped<I> {
     }
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The time a handshake gets when the table is at `occupancy`: the full
+/// `configured` time below three quarters, then a second (a node on a
+/// working network needs a few round trips, an idle attacker all of it).
+pub fn handshake_time(configured: Duration, occupancy: f64) -> Duration {
+    if occupancy >= PRESSURE { configured.min(PRESSED_HANDSHAKE) } else { configured }
+}
+
+/// From this occupancy on, handshakes get [`PRESSED_HANDSHAKE`].
+const PRESSURE: f64 = 0.75;
+/// The time a handshake gets under pressure.
+const PRESSED_HANDSHAKE: Duration = Duration::from_secs(1);
+
+/// The TLS acceptor with the table's bookkeeping around it: the handshake
+/// within [`handshake_time`] of the table's occupancy at accept, and marked
+/// finished on its stream, so the connection is never evicted after.
+#[derive(Clone)]
+pub struct Shedding<A> {
+    /// The TLS acceptor (over a [`ConnectionCap`]).
+    pub tls: A,
+    /// The table the TLS acceptor's inner acceptor fills.
+    pub cap: ConnectionCap,
+    /// The handshake time when there is no pressure.
+    pub handshake: Duration,
+}
+
+impl<A, S> Accept<TcpStream, S> for Shedding<A>
+where
+    A: Accept<TcpStream, S, Stream = tokio_rustls::server::TlsStream<Capped<TcpStream>>> + Send + Sync,
+    A::Future: Send + 'static,
+    S: Send + 'static,
+    A::Service: Send + 'static,
+{
+    type Stream = A::Stream;
+    type Service = A::Service;
+    type Future = Pin<Box<dyn std::future::Future<Output = io::Result<(A::Stream, A::Service)>> + Send>>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let within = handshake_time(self.handshake, self.cap.occupancy());
+        let handshake = self.tls.accept(stream, service);
+        Box::pin(async move {
+            let (stream, service) = tokio::time::timeout(within, handshake)
+                .await
+                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, Refused::HandshakeTimeout))??;
+            stream.get_ref().0.handshaken();
+            Ok((stream, service))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cap(max: usize, per_source: usize, per_network: usize) -> ConnectionCap {
+        ConnectionCap::new(Caps { max, per_source, per_network, evict: true })
+    }
+
+    #[test]
+    fn a_full_table_evicts_the_oldest_handshake_never_a_served_connection() {
+        let table = cap(3, 0, 0);
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        let served = table.admit(ip("192.0.2.1")).unwrap();
+        served.signal.handshaken.store(true, Ordering::Release);
+        let idle_old = table.admit(ip("198.51.100.1")).unwrap();
+        let idle_new = table.admit(ip("198.51.100.2")).unwrap();
+        let fresh = table.admit(ip("203.0.113.9")).expect("a new source gets a slot");
+        assert!(idle_old.signal.evicted.load(Ordering::Acquire), "the oldest idle one goes");
+        assert!(!idle_new.signal.evicted.load(Ordering::Acquire));
+        assert!(!served.signal.evicted.load(Ordering::Acquire), "a connection past its handshake stays");
+        drop(idle_old); // its slot was given away already: nothing counted twice
+        assert_eq!(table.table.lock().unwrap().open.len(), 3);
+        for slot in [&idle_new, &fresh] {
+            slot.signal.handshaken.store(true, Ordering::Release);
+        }
+        assert!(matches!(table.admit(ip("203.0.113.10")), Err(Refused::Cap)), "all busy: refused");
+    }
+
+    #[test]
+    fn networks_are_capped_besides_sources() {
+        let table = cap(100, 2, 3);
+        let from = |s: &str| table.admit(Some(s.parse().unwrap()));
+        let held: Vec<_> = ["10.1.2.3", "10.1.2.3", "10.1.2.4"].iter().map(|s| from(s).unwrap()).collect();
+        assert!(matches!(from("10.1.2.3"), Err(Refused::SourceCap)));
+        assert!(matches!(from("10.1.2.200"), Err(Refused::NetworkCap)), "the same /24");
+        assert!(from("10.1.3.1").is_ok(), "the next /24");
+        assert_eq!(
+            network_key("2001:db8:1:2::1".parse().unwrap()),
+            "2001:db8:1::".parse::<IpAddr>().unwrap()
+        );
+        assert_eq!(
+            network_key("2001:db8:1:ffff::1".parse().unwrap()),
+            "2001:db8:1::".parse::<IpAddr>().unwrap()
+        );
+        drop(held);
+        assert!(from("10.1.2.200").is_ok(), "slots come back");
+    }
+
+    #[test]
+    fn handshakes_get_less_time_under_pressure() {
+        let five = Duration::from_secs(5);
+        assert_eq!(handshake_time(five, 0.5), five);
+        assert_eq!(handshake_time(five, 0.8), Duration::from_secs(1));
+        assert_eq!(handshake_time(Duration::from_millis(300), 0.9), Duration::from_millis(300));
     }
 }

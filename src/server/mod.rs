@@ -38,6 +38,8 @@ pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
 pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 /// Connections one source may hold open, by default.
 pub const DEFAULT_MAX_CONNECTIONS_PER_SOURCE: usize = 64;
+/// Connections one network (an IPv4 /24, an IPv6 /48) may hold open, by default.
+pub const DEFAULT_MAX_CONNECTIONS_PER_NETWORK: usize = 256;
 /// The metrics listener's cap: a scraper or two, never the main listener's files.
 const METRICS_MAX_CONNECTIONS: usize = 16;
 /// Files the process keeps besides connections: state, logs, the admission
@@ -98,6 +100,9 @@ pub struct ServeConfig {
     /// Open connections one source (an IPv4 address, an IPv6 /64) may hold;
     /// 0: no per-source cap.
     pub max_connections_per_source: usize,
+    /// Open connections one network (an IPv4 /24, an IPv6 /48) may hold;
+    /// 0: no per-network cap.
+    pub max_connections_per_network: usize,
     /// Keep connections open between requests (closed after 5 s idle);
     /// off by default: a node opens a new connection per request and never
     /// closes the old one, so the server must.
@@ -117,6 +122,7 @@ impl ServeConfig {
             state,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             max_connections_per_source: DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
+            max_connections_per_network: DEFAULT_MAX_CONNECTIONS_PER_NETWORK,
             handshake_timeout: DEFAULT_HANDSHAKE_TIMEOUT,
             head_timeout: DEFAULT_HEAD_TIMEOUT,
             body_timeout: DEFAULT_BODY_TIMEOUT,
@@ -353,9 +359,19 @@ impl Prepared {
         let rustls = RustlsConfig::from_config(Arc::new(
             crate::tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
         ));
-        let acceptor = RustlsAcceptor::new(rustls).handshake_timeout(self.config.handshake_timeout).acceptor(
-            accept::ConnectionCap::new(self.config.max_connections, self.config.max_connections_per_source),
-        );
+        let cap = accept::ConnectionCap::new(accept::Caps {
+            max: self.config.max_connections,
+            per_source: self.config.max_connections_per_source,
+            per_network: self.config.max_connections_per_network,
+            evict: true,
+        });
+        let acceptor = accept::Shedding {
+            tls: RustlsAcceptor::new(rustls)
+                .handshake_timeout(self.config.handshake_timeout)
+                .acceptor(cap.clone()),
+            cap,
+            handshake: self.config.handshake_timeout,
+        };
         let watched = reload::Watched {
             fleet: self.config.fleet.clone(),
             cert: self.config.cert.clone(),
@@ -396,7 +412,12 @@ impl Prepared {
                 .with_state(self.app.clone());
             let failures = self.app.clone();
             let mut server = axum_server::from_tcp(plain)?
-                .acceptor(accept::ConnectionCap::new(METRICS_MAX_CONNECTIONS, 0))
+                .acceptor(accept::ConnectionCap::new(accept::Caps {
+                    max: METRICS_MAX_CONNECTIONS,
+                    per_source: 0,
+                    per_network: 0,
+                    evict: false,
+                }))
                 .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
                 .handle(metrics_handle.clone())
                 .http1_only()
@@ -457,6 +478,9 @@ fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
     let reason = match accept::Refused::of(error) {
         Some(accept::Refused::Cap) => "connection_cap",
         Some(accept::Refused::SourceCap) => "source_cap",
+        Some(accept::Refused::NetworkCap) => "network_cap",
+        Some(accept::Refused::Evicted) => "evicted",
+        Some(accept::Refused::HandshakeTimeout) => "tls",
         None if !accepted
             && error.raw_os_error().is_some_and(|code| {
                 code == rustix::io::Errno::MFILE.raw_os_error()

@@ -169,6 +169,58 @@ async fn one_source_cannot_hold_every_connection() {
     server.stop().await;
 }
 
+#[tokio::test]
+async fn idle_connections_from_many_addresses_never_shut_a_new_source_out() {
+    let fx = Fixture::new();
+    let mut config = fx.config();
+    config.max_connections = 64;
+    config.max_connections_per_source = 8;
+    config.max_connections_per_network = 0;
+    let server = InProcess::start(config).await;
+    let addr = server.addr;
+    // 17 sources in 17 networks, 8 idle connections each (no TLS sent):
+    // more than the table holds; reopened as they are closed, for as long
+    // as the test runs (bounded: at most 4 s, at most 2,000 connections).
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let flooding = stop.clone();
+    let flood = std::thread::spawn(move || {
+        let sources: Vec<String> = (1..=17).map(|n| format!("127.{n}.0.1")).collect();
+        let mut held: Vec<(String, TcpStream)> = Vec::new();
+        let (started, mut opened) = (Instant::now(), 0);
+        while !flooding.load(std::sync::atomic::Ordering::Relaxed)
+            && started.elapsed() < Duration::from_secs(4)
+        {
+            // Each source tops up to 8; a closed one is reopened.
+            held.retain_mut(|(_, s)| {
+                s.set_nonblocking(true).unwrap();
+                let mut byte = [0u8; 1];
+                matches!(s.read(&mut byte), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
+            });
+            for source in &sources {
+                while held.iter().filter(|(from, _)| from == source).count() < 8 && opened < 2_000 {
+                    held.push((source.clone(), connect_from(source, addr)));
+                    opened += 1;
+                }
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        opened
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let client = node_client(&fx, addr);
+    let mut answered = 0;
+    for _ in 0..20 {
+        if try_get(&client, "/healthz", None).await.is_some_and(|a| a.status == 200) {
+            answered += 1;
+        }
+    }
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let opened = flood.join().unwrap();
+    assert!(opened > 64, "the flood filled the table: {opened} connections");
+    assert_eq!(answered, 20, "a fresh source is answered every time");
+    server.stop().await;
+}
+
 #[test]
 fn the_metrics_listener_is_capped_and_closes_idle_connections() {
     let fx = Fixture::new();

@@ -331,3 +331,24 @@ async fn a_typo_in_the_metadata_degrades_but_keeps_the_replica_ready() {
     assert_eq!(status_of(&client, "n", "").await, (201, false), "tokenless: served");
     server.stop().await;
 }
+
+#[test]
+fn the_probes_have_a_plain_door_of_their_own() {
+    let fx = Fixture::new();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut args = fx.serve_args();
+    args.extend(["--metrics-listen".to_string(), format!("127.0.0.1:{port}")]);
+    args.extend(["--maintenance-every".into(), "200ms".into()]);
+    let _server = Process::start(&args);
+    let addr = format!("127.0.0.1:{port}");
+    let (ok, out, err) = cli(&["healthcheck", "--plain", "--addr", &addr]);
+    assert!(ok && out.contains("\"status\":\"ok\""), "{out} {err}");
+    let (ok, out, err) = cli(&["healthcheck", "--plain", "--live", "--addr", &addr]);
+    assert!(ok && out.contains("alive"), "{out} {err}");
+    // Unready (a state format this binary does not know): readiness fails, liveness holds.
+    fs::write(fx.state().join("state-format"), "999\n").unwrap();
+    let unready =
+        wait_for(std::time::Duration::from_secs(20), || !cli(&["healthcheck", "--plain", "--addr", &addr]).0);
+    assert!(unready);
+    assert!(cli(&["healthcheck", "--plain", "--live", "--addr", &addr]).0);
+}

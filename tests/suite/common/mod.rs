@@ -102,6 +102,8 @@ impl Fixture {
             "1000000",
             "--max-connections-per-source",
             "0",
+            "--max-connections-per-network",
+            "0",
         ]
         .iter()
         .map(|s| s.to_string())
