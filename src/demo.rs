@@ -11,7 +11,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::certs::{self, MintError};
-use crate::durable::{ensure_private_dir, write_atomic};
+use crate::durable::{Presence, ensure_private_dir, write_atomic};
 use crate::protocol::AnnounceRequest;
 use crate::server::ServeConfig;
 
@@ -79,18 +79,18 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
     let lock = lock_demo(dir)?;
     let certs_dir = dir.join("certs");
     let fleet_dir = certs_dir.join("fleet");
-    if !fleet_dir.join("root.crt").exists() {
+    if !Presence::of(&fleet_dir.join("root.crt")).known()? {
         let fleet = certs::mint_fleet("Janus DEVELOPMENT fleet", 1)?;
         certs::write_fleet(&fleet_dir, &fleet)?;
     }
     let controller = certs_dir.join("controller");
-    if !certs::with_suffix(&controller, "crt").exists() {
+    if !Presence::of(&certs::with_suffix(&controller, "crt")).known()? {
         let issuing = certs::read_minted(&fleet_dir.join("issuing.crt"), &fleet_dir.join("issuing.key"))?;
         let sans = ["127.0.0.1".to_string(), "localhost".to_string()];
         certs::write_pair(&controller, &certs::mint_controller(&issuing, 365, &sans)?, false)?;
     }
     let node_ca = certs_dir.join("demo-node-ca");
-    if !certs::with_suffix(&node_ca, "crt").exists() {
+    if !Presence::of(&certs::with_suffix(&node_ca, "crt")).known()? {
         certs::write_pair(&node_ca, &certs::mint_node_ca("demo-node")?, false)?;
     }
     let node_ca_pem = certs::read_text(&certs::with_suffix(&node_ca, "crt"))?;
@@ -107,7 +107,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
     write_atomic(&announce_path, &announce.to_go_json(), 0o600)?;
 
     let state = dir.join("demo-state");
-    let afresh = state.exists();
+    let afresh = Presence::of(&state).known()?;
     lay_out_example_state(&state)?;
 
     // A node's NoCloud user-data for this endpoint, as user-data.sh announce writes it.
@@ -159,7 +159,7 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
 
 /// Replaces `state` with the example state.
 pub fn lay_out_example_state(state: &Path) -> Result<(), MintError> {
-    if state.exists() {
+    if Presence::of(state).known()? {
         std::fs::remove_dir_all(state).map_err(|e| crate::durable::with_path(e, state))?;
     }
     for sub in ["", "nodes", "approved"] {

@@ -71,6 +71,10 @@ fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let temp = temp_path(dir, path);
     let result = (|| {
         write_temp(&temp, bytes, mode)?;
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the one atomic replace: temp file fsync'd, the directory next"
+        )]
         fs::rename(&temp, path)?;
         sync_dir(dir)
     })();
@@ -292,8 +296,52 @@ pub fn read_fresh(path: &Path) -> io::Result<Vec<u8>> {
     retry_stale(|| fs::read(path))
 }
 
+/// What a look at a name found: there, not there, or that cannot be told.
+/// `Path::exists` folds the third into the second (an EACCES, an ESTALE,
+/// an EIO reads as "absent"), which is how a decision fails open; it is a
+/// disallowed method (clippy.toml), and every look goes through here.
+#[derive(Debug)]
+#[must_use = "decide what Unknown refuses"]
+pub enum Presence {
+    /// The name exists (a link counts: it is not followed).
+    Present,
+    /// The file system says there is no such name.
+    Absent,
+    /// The look failed: the decision that depends on it refuses.
+    Unknown(io::Error),
+}
+
+impl Presence {
+    /// Looks at `path` (not following a link), stale handles retried.
+    pub fn of(path: &Path) -> Presence {
+        match present(path) {
+            Ok(true) => Presence::Present,
+            Ok(false) => Presence::Absent,
+            Err(e) => Presence::Unknown(e),
+        }
+    }
+
+    /// Present or not, or the error a decision refuses with.
+    pub fn known(self) -> io::Result<bool> {
+        match self {
+            Presence::Present => Ok(true),
+            Presence::Absent => Ok(false),
+            Presence::Unknown(e) => Err(e),
+        }
+    }
+}
+
+/// Renames `from` to `to` (in one directory) and makes it durable with the
+/// directory's `fsync`.
+pub fn rename_durably(from: &Path, to: &Path) -> io::Result<()> {
+    #[expect(clippy::disallowed_methods, reason = "the durable rename itself: the fsync follows")]
+    fs::rename(from, to).map_err(|e| with_path(e, to))?;
+    sync_dir(parent_of(to)).map_err(|e| with_path(e, to))
+}
+
 /// Whether `path` exists, stale handles retried; an error that persists
-/// is returned, so a caller can fail closed.
+/// is returned, so a caller can fail closed ([`Presence`] names the three
+/// answers).
 pub fn present(path: &Path) -> io::Result<bool> {
     retry_stale(|| {
         fs::symlink_metadata(path).map(|_| true).or_else(|e| match e.kind() {
@@ -373,6 +421,7 @@ fn temp_path(dir: &Path, path: &Path) -> PathBuf {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write and look at files by hand, as an admin does")]
 mod tests {
     use super::*;
 

@@ -153,7 +153,7 @@ fn write_manpages(command: clap::Command, parent: &str, dir: &std::path::Path) -
     let full: &'static str = Box::leak(name.clone().into_boxed_str());
     let titled = command.clone().name(full).display_name(full);
     clap_mangen::Man::new(titled).render(&mut page)?;
-    std::fs::write(dir.join(format!("{name}.1")), page)?;
+    janus_registration::durable::write_atomic(&dir.join(format!("{name}.1")), &page, 0o644)?;
     let mut written = 1;
     for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
         written += write_manpages(sub.clone(), &name, dir)?;

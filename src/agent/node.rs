@@ -85,9 +85,10 @@ impl NodeDir {
         self.dir.join(name)
     }
 
-    /// Whether the node finished registering (the `registered` mark).
+    /// Whether the node finished registering (the `registered` mark); a
+    /// mark that cannot be looked at counts as made (janusd never registers twice).
     pub fn is_registered(&self) -> bool {
-        self.path("registered").exists()
+        crate::durable::present(&self.path("registered")).unwrap_or(true)
     }
 
     /// The provisioned settings; `None` when there is no `address` (no registration at all).
@@ -159,7 +160,8 @@ impl NodeDir {
     /// Provisions the directory from a NoCloud user-data JSON, on first boot only.
     pub fn provision_from_user_data(&self, user_data: &[u8]) -> Result<Option<String>, NodeError> {
         let data = UserData::parse(user_data)?;
-        if self.path("address").exists() || self.is_registered() {
+        // Provisioned already, or that cannot be told: never provisioned twice.
+        if crate::durable::present(&self.path("address")).unwrap_or(true) || self.is_registered() {
             return Ok(data.hostname);
         }
         let Some(address) = data.controller_address else { return Ok(data.hostname) };

@@ -333,7 +333,7 @@ pub async fn run_command(args: &SwarmCommand) -> Result<String, AgentError> {
     .await?;
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&report).expect("plain data serialises");
-        std::fs::write(path, json).map_err(AgentError::file(path))?;
+        crate::durable::write_atomic(path, &json, 0o644).map_err(AgentError::file(path))?;
     }
     Ok(report.text())
 }

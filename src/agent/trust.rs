@@ -88,6 +88,7 @@ fn canonical(bundle: &[u8]) -> Result<Vec<u8>, NodeError> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write and look at files by hand, as an admin does")]
 mod tests {
     use super::*;
     use crate::pki::mint;

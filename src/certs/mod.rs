@@ -28,8 +28,10 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
         ("issuing.key", fleet.issuing.key_pem.expose_secret().as_bytes(), 0o600),
         ("bundle.json", &fleet.bundle_json, 0o644),
     ];
-    if let Some((name, _, _)) = files.iter().find(|(name, _, _)| dir.join(name).exists()) {
-        return Err(MintError::Exists(dir.join(name)));
+    for (name, _, _) in &files {
+        if crate::durable::Presence::of(&dir.join(name)).known()? {
+            return Err(MintError::Exists(dir.join(name)));
+        }
     }
     for (name, bytes, mode) in files {
         // Created whole or not at all, never replaced: one made meanwhile
@@ -66,7 +68,7 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
         CertsCommand::Controller(ControllerArgs { fleet, out, days, sans, renew_within }) => {
             let crt = with_suffix(out, "crt");
             if let Some(within) = renew_within
-                && crt.exists()
+                && crate::durable::Presence::of(&crt).known()?
             {
                 let pem = std::fs::read(&crt).map_err(|e| crate::durable::with_path(e, &crt))?;
                 let der = pki::first_certificate(&pem, &crt.display().to_string())?;

@@ -21,7 +21,7 @@ use secrecy::{ExposeSecret, SecretString};
 use time::{Duration, OffsetDateTime};
 
 use super::{BundlePayload, FLEET_CONTROLLER_NAME, PkiError, SignedBundle};
-use crate::durable::write_atomic;
+use crate::durable::{create_exclusive, remove_durably, write_atomic};
 
 /// Why minting or writing certificates failed.
 #[derive(Debug, thiserror::Error)]
@@ -173,21 +173,31 @@ fn ensure_newline(s: &str) -> String {
     if s.ends_with('\n') { s.to_string() } else { format!("{s}\n") }
 }
 
-/// Writes `PREFIX.crt` (0644) and `PREFIX.key` (0600).
+/// Writes `PREFIX.crt` (0644) and `PREFIX.key` (0600), the key first (a
+/// reader that finds the new certificate finds its key). Without
+/// `replace`, each is created only if no file has its name, decided by the
+/// file system (no look-then-write window): an existing one is never
+/// touched, and a key made for a certificate that could not be is removed.
 pub fn write_pair(prefix: &Path, minted: &Minted, replace: bool) -> Result<(PathBuf, PathBuf), MintError> {
     let crt = with_suffix(prefix, "crt");
     let key = with_suffix(prefix, "key");
-    if !replace {
-        for p in [&crt, &key] {
-            if p.exists() {
-                return Err(MintError::Exists(p.clone()));
-            }
+    let key_pem = minted.key_pem.expose_secret().as_bytes();
+    if replace {
+        write_atomic(&key, key_pem, 0o600)?;
+        write_atomic(&crt, minted.cert_pem.as_bytes(), 0o644)?;
+        return Ok((crt, key));
+    }
+    if !create_exclusive(&key, key_pem, 0o600)? {
+        return Err(MintError::Exists(key));
+    }
+    match create_exclusive(&crt, minted.cert_pem.as_bytes(), 0o644) {
+        Ok(true) => Ok((crt, key)),
+        other => {
+            let _ = remove_durably(&key);
+            other?;
+            Err(MintError::Exists(crt))
         }
     }
-    // The key first: a reader that finds the new certificate finds its key.
-    write_atomic(&key, minted.key_pem.expose_secret().as_bytes(), 0o600)?;
-    write_atomic(&crt, minted.cert_pem.as_bytes(), 0o644)?;
-    Ok((crt, key))
 }
 
 /// `prefix` with `.suffix` appended (`out` becomes `out.crt`).

@@ -1,10 +1,11 @@
 //! Accepting connections: a table of open connections with caps in all,
 //! per source (an IPv4 address, an IPv6 /64) and per network (an IPv4 /24,
 //! an IPv6 /48), applied before any handshake work; and shedding instead of
-//! falling over: when the table is full, the oldest connection that has not
-//! finished its TLS handshake is closed to make room, so a new source
-//! always gets a slot however many idle connections others opened, and
-//! under pressure a handshake gets less time.
+//! falling over: when the table is full, a connection that has not finished
+//! its TLS handshake is closed to make room — the oldest of the source that
+//! holds the most such — so a new source always gets a slot however many
+//! idle connections others opened, and is not the one closed while they
+//! hold more; under pressure a handshake gets less time.
 //!
 //! Invariants: a refused connection costs a closed socket and no more; every
 //! accepted stream holds its slot until it is dropped or evicted (an
@@ -131,10 +132,23 @@ impl Table {
         Some(entry)
     }
 
-    /// Closes the oldest connection still in its handshake; whether there was one.
-    fn evict_oldest_handshaking(&mut self) -> bool {
-        let Some(id) =
-            self.open.iter().find(|(_, e)| !e.signal.handshaken.load(Ordering::Acquire)).map(|(id, _)| *id)
+    /// Closes a connection still in its handshake to make room — the
+    /// oldest of the source holding the most such (a flood's, never the one
+    /// a new source just opened while others hold several); whether there
+    /// was one. A scan of the table, made only when it is full.
+    fn evict_one_handshaking(&mut self) -> bool {
+        let mut by_source: HashMap<Option<IpAddr>, (usize, u64)> = HashMap::new();
+        for (id, entry) in &self.open {
+            if !entry.signal.handshaken.load(Ordering::Acquire) {
+                let seen = by_source.entry(entry.peer.map(|(source, _)| source)).or_insert((0, *id));
+                seen.0 += 1;
+            }
+        }
+        // The most held; among equals, the one whose oldest is oldest.
+        let Some(id) = by_source
+            .values()
+            .max_by_key(|(held, oldest)| (*held, std::cmp::Reverse(*oldest)))
+            .map(|(_, id)| *id)
         else {
             return false;
         };
@@ -173,8 +187,7 @@ impl ConnectionCap {
                 return Err(Refused::NetworkCap);
             }
         }
-        if table.open.len() >= self.caps.max.max(1) && !(self.caps.evict && table.evict_oldest_handshaking())
-        {
+        if table.open.len() >= self.caps.max.max(1) && !(self.caps.evict && table.evict_one_handshaking()) {
             return Err(Refused::Cap);
         }
         let id = table.next;
@@ -334,18 +347,24 @@ mod tests {
         let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
         let served = table.admit(ip("192.0.2.1")).unwrap();
         served.signal.handshaken.store(true, Ordering::Release);
-        let idle_old = table.admit(ip("198.51.100.1")).unwrap();
-        let idle_new = table.admit(ip("198.51.100.2")).unwrap();
-        let fresh = table.admit(ip("203.0.113.9")).expect("a new source gets a slot");
-        assert!(idle_old.signal.evicted.load(Ordering::Acquire), "the oldest idle one goes");
-        assert!(!idle_new.signal.evicted.load(Ordering::Acquire));
+        let lone = table.admit(ip("203.0.113.9")).unwrap();
+        let flood_old = table.admit(ip("198.51.100.1")).unwrap();
+        let table = ConnectionCap { caps: Caps { max: 4, ..table.caps }, table: table.table.clone() };
+        let flood_new = table.admit(ip("198.51.100.1")).unwrap();
+        let fresh = table.admit(ip("203.0.113.10")).expect("a new source gets a slot");
+        assert!(flood_old.signal.evicted.load(Ordering::Acquire), "the flood's oldest goes");
+        assert!(!lone.signal.evicted.load(Ordering::Acquire), "not the older lone one: its source holds one");
+        assert!(!flood_new.signal.evicted.load(Ordering::Acquire));
         assert!(!served.signal.evicted.load(Ordering::Acquire), "a connection past its handshake stays");
-        drop(idle_old); // its slot was given away already: nothing counted twice
-        assert_eq!(table.table.lock().unwrap().open.len(), 3);
-        for slot in [&idle_new, &fresh] {
+        drop(flood_old); // its slot was given away already: nothing counted twice
+        assert_eq!(table.table.lock().unwrap().open.len(), 4);
+        // Among sources holding one each, the oldest goes.
+        let next = table.admit(ip("203.0.113.11")).unwrap();
+        assert!(lone.signal.evicted.load(Ordering::Acquire));
+        for slot in [&flood_new, &fresh, &next] {
             slot.signal.handshaken.store(true, Ordering::Release);
         }
-        assert!(matches!(table.admit(ip("203.0.113.10")), Err(Refused::Cap)), "all busy: refused");
+        assert!(matches!(table.admit(ip("203.0.113.12")), Err(Refused::Cap)), "all busy: refused");
     }
 
     #[test]

@@ -217,8 +217,7 @@ impl Store {
             return Ok(no_room);
         }
         let record_path = self.record_path(&id);
-        std::fs::rename(&claim_path, &record_path).map_err(|e| durable::with_path(e, &record_path))?;
-        durable::sync_dir(&self.dir.join("nodes")).map_err(|e| durable::with_path(e, &self.dir))?;
+        durable::rename_durably(&claim_path, &record_path)?;
         self.audit.record(announced(&record, true))?;
         Ok(Admission { id, outcome: Outcome::Pending })
     }
@@ -431,7 +430,7 @@ fn stall_after_claim() {
         std::env::var_os("JANUS_REGISTRATION_TEST_STALL_AFTER_CLAIM").map(std::path::PathBuf::from)
     });
     if let Some(path) = stall_while {
-        while path.exists() {
+        while durable::present(path).unwrap_or(false) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }

@@ -112,6 +112,7 @@ fn mark(dir: &Path, from: Option<u32>) -> io::Result<()> {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write and look at files by hand, as an admin does")]
 mod tests {
     use super::*;
 

@@ -355,6 +355,7 @@ impl Ledger {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write and look at files by hand, as an admin does")]
 mod tests {
     use super::*;
 

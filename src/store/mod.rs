@@ -240,7 +240,7 @@ impl Store {
     /// missing one has an existing parent (only the last level is made: a
     /// typo in `--state` must not start an empty endpoint).
     pub fn check_before_open(dir: &Path) -> io::Result<()> {
-        if dir.exists() {
+        if durable::Presence::of(dir).known()? {
             refuse_world_writable(dir)?;
             return format::read(dir).map(|_| ()).map_err(io::Error::other);
         }

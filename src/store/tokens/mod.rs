@@ -371,6 +371,7 @@ pub fn generate() -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write and look at files by hand, as an admin does")]
 mod tests {
     use super::*;
     use std::fs;
