@@ -11,6 +11,7 @@
 
 mod common;
 
+mod adversary;
 mod agent;
 mod agent_cli;
 mod bounds;

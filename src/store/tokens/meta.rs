@@ -10,7 +10,9 @@
 //! the tokens that copy governs admit nobody ([`MetaUnreadable`]: the node
 //! retries), and every token when there is no good copy: a missing file is
 //! "no metadata" only when nothing ever had any. Every write is atomic
-//! ([`write_atomic`]) and refreshes the good copy.
+//! ([`write_atomic`]) and refreshes the good copy, always under the tokens
+//! lock (a reader that finds the file changed keeps the copy only if it
+//! can take the lock, and reads the file again under it).
 
 use std::collections::BTreeMap;
 use std::fs;
@@ -152,8 +154,9 @@ impl Tokens {
         cache.stamp = stamp;
         match self.read_meta() {
             Ok(meta) => {
-                if *cache.meta != meta || !cache.known {
-                    self.keep_good_copy(&meta);
+                if (*cache.meta != meta || !cache.known) && !self.keep_good_copy_if_unlocked() {
+                    // Someone is editing (maybe this process): looked at again next time.
+                    cache.stamp = None;
                 }
                 cache.meta = Arc::new(meta);
                 cache.error = None;
@@ -188,6 +191,20 @@ impl Tokens {
 
     pub(super) fn good_path(&self) -> PathBuf {
         self.meta_path.with_file_name(META_GOOD_FILE)
+    }
+
+    /// Keeps the metadata as its good copy, read again under the tokens
+    /// lock, so two processes never leave an older copy over a newer one;
+    /// false when the lock is held (an edit under way writes the copy itself).
+    fn keep_good_copy_if_unlocked(&self) -> bool {
+        let Ok(lock) = crate::durable::open_or_create(&self.lock_path, 0o600) else { return false };
+        if lock.try_lock().is_err() {
+            return false;
+        }
+        if let Ok(meta) = self.read_meta() {
+            self.keep_good_copy(&meta);
+        }
+        true
     }
 
     /// Keeps `meta` beside the file as the last good copy (best effort:

@@ -1,0 +1,759 @@
+//! A randomized adversary, model-based, as FoundationDB's simulation and
+//! Jepsen's checkers test their promises: a seeded generator drives, from
+//! four concurrent workers, two `serve` processes on one state directory —
+//! announcements (tokens, tokenless, the same CA again, a spent token from
+//! another CA), polls, and the admin's actions (approve checked and
+//! `--force`, `touch approved/<id>`, `rm approved/<id>`, reject, forget,
+//! `tokens add` with uses and expiry, `tokens revoke`, `tokens.meta.json`
+//! moved aside and back, broken and fixed, `tokens` put back from a backup)
+//! — while servers are stopped (SIGSTOP) and killed (SIGKILL, restarted).
+//! Every operation is logged with the order it started and ended in.
+//!
+//! Then a checker reads the files and the log, and asserts: no token
+//! admitted more nodes than its uses; no revoked or expired token admitted
+//! one; every admin approval stands until the admin changes it; a CA's
+//! rejection sticks until the `nodes forget` that lifts it, and admits
+//! nobody meanwhile; no acknowledged admission is lost; no record or audit
+//! line is torn; no request to a running server went unanswered; each
+//! server ends on SIGTERM.
+//!
+//! `JANUS_ADVERSARY_SECS` (default 10) is the budget: schedules of
+//! [`STEPS`] steps run one after the other until it is spent, schedule `i`
+//! seeded `JANUS_ADVERSARY_SEED + i` (default: from the clock). A failure
+//! prints the seed: `JANUS_ADVERSARY_SEED=<seed> JANUS_ADVERSARY_SECS=1`
+//! replays that schedule (the workers' interleaving varies, the choices
+//! each makes do not).
+
+use std::collections::HashMap;
+use std::fs;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+
+use crate::common::*;
+use janus_registration::agent::http::Request;
+use janus_registration::certs::{self, Minted};
+use janus_registration::clock::now_unix;
+use janus_registration::store::tokens::META_FILE;
+
+/// Operations per schedule, over all workers.
+const STEPS: usize = 200;
+const WORKERS: usize = 4;
+const SERVERS: usize = 2;
+
+#[derive(Debug, Clone)]
+enum Event {
+    /// An announcement's answer.
+    Answer {
+        start: u64,
+        wall: i64,
+        token: String,
+        ca: usize,
+        id: String,
+        admitted: bool,
+    },
+    /// A request to a server that was running throughout got no answer.
+    Unanswered {
+        what: String,
+    },
+    /// An announcement a killed or stopped server did not answer: it may
+    /// have spent a use of its token (recovery finishes such a claim).
+    MaybeAdmitted {
+        token: String,
+    },
+    /// A request got an answer no promise allows (a 500, a 409).
+    Failed {
+        what: String,
+    },
+    Revoked {
+        token: String,
+        end: u64,
+    },
+    /// An admin approval (command, `--force`, touch), and whether the record was there.
+    Approved {
+        id: String,
+        start: u64,
+        record: bool,
+    },
+    /// An admin took a node's approval away (rm, reject, forget).
+    Withdrew {
+        id: String,
+        end: u64,
+    },
+    CaRejected {
+        ca: usize,
+        start: u64,
+        end: u64,
+    },
+    CaLifted {
+        ca: usize,
+        start: u64,
+    },
+}
+
+struct Token {
+    token: String,
+    uses: u32,
+    /// Unix seconds by which it has expired for sure.
+    expired_by: Option<i64>,
+}
+
+struct Node {
+    id: String,
+    ca: usize,
+    secret: String,
+}
+
+struct Server {
+    process: Option<Process>,
+    stopped: bool,
+    /// Bumped at each kill and each stop: a request that spans one is
+    /// excused (a server stopped most of a handshake's 5 s closes it).
+    epoch: u64,
+}
+
+struct World {
+    fx: Fixture,
+    servers: Vec<Mutex<Server>>,
+    seq: AtomicU64,
+    events: Mutex<Vec<Event>>,
+    tokens: Mutex<Vec<Token>>,
+    cas: Mutex<Vec<Arc<Minted>>>,
+    ca_hashes: Mutex<Vec<String>>,
+    nodes: Mutex<Vec<Node>>,
+    /// `tokens.meta.json`'s exact bytes while it is moved aside or broken.
+    meta_away: Mutex<Option<(Vec<u8>, bool)>>,
+    tokens_backup: Mutex<Option<Vec<u8>>>,
+    /// Serializes the hand edits of `tokens.meta.json` with `tokens add`
+    /// (an admin does one thing at a time with one file).
+    meta_hands: Mutex<()>,
+}
+
+impl World {
+    fn tick(&self) -> u64 {
+        self.seq.fetch_add(1, Ordering::SeqCst)
+    }
+    fn log(&self, event: Event) {
+        self.events.lock().unwrap().push(event);
+    }
+    fn state(&self) -> std::path::PathBuf {
+        self.fx.state()
+    }
+
+    fn serve_args(&self) -> Vec<String> {
+        serve_args(&self.fx)
+    }
+
+    /// A running server's address, its index and epoch.
+    fn running(&self, rng: &mut StdRng) -> Option<(std::net::SocketAddr, usize, u64)> {
+        let start = rng.random_range(0..SERVERS);
+        (0..SERVERS).map(|k| (start + k) % SERVERS).find_map(|i| {
+            let server = self.servers[i].lock().unwrap();
+            match (&server.process, server.stopped) {
+                (Some(p), false) => Some((p.addr, i, server.epoch)),
+                _ => None,
+            }
+        })
+    }
+
+    /// The warnings and errors at the end of server `i`'s log.
+    fn server_log(&self, i: usize) -> String {
+        let mut server = self.servers[i].lock().unwrap();
+        let epoch = server.epoch;
+        let Some(process) = server.process.as_mut() else { return "(no process)".into() };
+        let exited = process.child.try_wait().ok().flatten();
+        let log = process.log();
+        let lines: Vec<&str> = log.lines().filter(|l| !l.contains(" DEBUG ")).collect();
+        format!(
+            "server at {} epoch {epoch} exited {exited:?}:\n{}",
+            process.addr,
+            lines[lines.len().saturating_sub(8)..].join("\n")
+        )
+    }
+
+    fn still_running(&self, i: usize, epoch: u64) -> bool {
+        let server = self.servers[i].lock().unwrap();
+        server.epoch == epoch && server.process.is_some()
+    }
+}
+
+fn serve_args(fx: &Fixture) -> Vec<String> {
+    let mut args = fx.serve_args();
+    args.extend(
+        ["--maintenance-every", "150ms", "--pending-max-age", "1h", "--shutdown-grace", "2s"]
+            .map(String::from),
+    );
+    args
+}
+
+/// Runs one admin command; whether it succeeded, and its output.
+fn admin_cmd(world: &World, args: &[&str]) -> (bool, String) {
+    let (ok, out, err) = admin(&world.state(), args);
+    (ok, format!("{out}{err}"))
+}
+
+async fn step(world: &Arc<World>, rng: &mut StdRng) {
+    let roll = rng.random_range(0..100u32);
+    match roll {
+        0..=5 => add_token(world, rng).await,
+        6..=35 => announce_with_token(world, rng).await,
+        36..=43 => announce_tokenless(world, rng).await,
+        44..=51 => poll(world, rng).await,
+        52..=57 => approve(world, rng, false).await,
+        58..=60 => approve(world, rng, true).await,
+        61..=63 => touch_approval(world, rng),
+        64..=66 => remove_approval(world, rng),
+        67..=69 => reject(world, rng).await,
+        70..=72 => forget(world, rng).await,
+        73..=77 => revoke(world, rng).await,
+        78..=83 => {
+            let (world, coin) = (world.clone(), rng.random_bool(0.5));
+            tokio::task::spawn_blocking(move || meta_by_hand(&world, coin)).await.unwrap()
+        }
+        84..=87 => tokens_backup(world, rng),
+        88..=93 => stop_a_server(world, rng),
+        94..=95 => kill_a_server(world, rng).await,
+        _ => tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await,
+    }
+}
+
+async fn add_token(world: &Arc<World>, rng: &mut StdRng) {
+    let uses = rng.random_range(1..=3u32);
+    let expiring = rng.random_bool(0.3);
+    let world2 = world.clone();
+    let out = tokio::task::spawn_blocking(move || {
+        let _hands = world2.meta_hands.lock().unwrap();
+        // An admin adds no token while the file is in their editor.
+        if world2.meta_away.lock().unwrap().is_some() {
+            return ((false, String::new()), 0);
+        }
+        let mut args = vec!["tokens".to_string(), "add".into(), "--uses".into(), uses.to_string()];
+        if expiring {
+            args.extend(["--expires-in".into(), "1s".into()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let done = admin_cmd(&world2, &args);
+        (done, now_unix())
+    })
+    .await
+    .unwrap();
+    let ((ok, text), after) = out;
+    if ok {
+        let token = text.trim().to_string();
+        world.tokens.lock().unwrap().push(Token { token, uses, expired_by: expiring.then_some(after + 1) });
+    }
+}
+
+/// A new CA (with probability `fresh`), or one that announced before.
+fn pick_ca(world: &World, rng: &mut StdRng, fresh: f64) -> usize {
+    let mut cas = world.cas.lock().unwrap();
+    if cas.is_empty() || rng.random_bool(fresh) {
+        let ca = certs::mint_node_ca(&format!("edge-{}", cas.len())).unwrap();
+        world.ca_hashes.lock().unwrap().push(ca_hash(&ca));
+        cas.push(Arc::new(ca));
+        return cas.len() - 1;
+    }
+    rng.random_range(0..cas.len())
+}
+
+async fn send_announcement(world: &Arc<World>, rng: &mut StdRng, token: String, ca: usize) {
+    let Some((addr, server, epoch)) = world.running(rng) else { return };
+    let minted = world.cas.lock().unwrap()[ca].clone();
+    let secret = new_secret();
+    let body = announcement("edge", &minted, &token, &secret);
+    let client = node_client(&world.fx, addr);
+    let (start, wall) = (world.tick(), now_unix());
+    let request = Request {
+        method: "POST",
+        path: "/register",
+        headers: vec![("Content-Type", "application/json".into())],
+        body: Some(&body),
+    };
+    let answer = client.send(&request).await.map(|(a, _)| a).map_err(|e| e.to_string());
+    match answer {
+        Ok(answer) if answer.status == 201 => {
+            let value = json(&answer);
+            let id = value["id"].as_str().unwrap_or_default().to_string();
+            let admitted = value["admitted"] == true;
+            world.log(Event::Answer { start, wall, token, ca, id: id.clone(), admitted });
+            world.nodes.lock().unwrap().push(Node { id, ca, secret });
+        }
+        Ok(answer) if answer.status != 503 => {
+            world.log(Event::Failed {
+                what: format!("an announcement answered {}: {}", answer.status, answer.text()),
+            });
+        }
+        Ok(_) => {}
+        Err(why) if world.still_running(server, epoch) => {
+            let log = world.server_log(server);
+            world.log(Event::Unanswered {
+                what: format!("an announcement to server {server} ({why}); its log ends:\n{log}"),
+            });
+        }
+        // Killed or stopped meanwhile: it may have spent a use all the same.
+        Err(_) => world.log(Event::MaybeAdmitted { token }),
+    }
+}
+
+async fn announce_with_token(world: &Arc<World>, rng: &mut StdRng) {
+    let token = {
+        let tokens = world.tokens.lock().unwrap();
+        if tokens.is_empty() {
+            return;
+        }
+        // The newest half the time: it is the one with uses left.
+        let n = if rng.random_bool(0.5) { tokens.len() - 1 } else { rng.random_range(0..tokens.len()) };
+        tokens[n].token.clone()
+    };
+    let ca = pick_ca(world, rng, 0.6);
+    send_announcement(world, rng, token, ca).await;
+}
+
+async fn announce_tokenless(world: &Arc<World>, rng: &mut StdRng) {
+    let ca = pick_ca(world, rng, 0.5);
+    send_announcement(world, rng, String::new(), ca).await;
+}
+
+async fn poll(world: &Arc<World>, rng: &mut StdRng) {
+    let Some((id, secret)) = random_node(world, rng).map(|n| (n.0, n.2)) else { return };
+    let Some((addr, server, epoch)) = world.running(rng) else { return };
+    let client = node_client(&world.fx, addr);
+    let path = format!("/register/{id}");
+    let headers = vec![("Authorization", format!("Bearer {secret}"))];
+    let request = Request { method: "GET", path: &path, headers, body: None };
+    let answer = client.send(&request).await.map(|(a, _)| a).map_err(|e| e.to_string());
+    match answer {
+        Ok(answer) if answer.status >= 500 && answer.status != 503 => {
+            world
+                .log(Event::Failed { what: format!("a poll answered {}: {}", answer.status, answer.text()) });
+        }
+        Ok(_) => {}
+        Err(why) if world.still_running(server, epoch) => {
+            let log = world.server_log(server);
+            world.log(Event::Unanswered {
+                what: format!("a poll to server {server} ({why}); its log ends:\n{log}"),
+            });
+        }
+        _ => {}
+    }
+}
+
+fn random_node(world: &World, rng: &mut StdRng) -> Option<(String, usize, String)> {
+    let nodes = world.nodes.lock().unwrap();
+    (!nodes.is_empty()).then(|| {
+        let n = &nodes[rng.random_range(0..nodes.len())];
+        (n.id.clone(), n.ca, n.secret.clone())
+    })
+}
+
+fn record_exists(world: &World, id: &str) -> bool {
+    world.state().join("nodes").join(format!("{id}.json")).exists()
+}
+
+async fn approve(world: &Arc<World>, rng: &mut StdRng, force: bool) {
+    let Some((id, _, _)) = random_node(world, rng) else { return };
+    let world2 = world.clone();
+    tokio::task::spawn_blocking(move || {
+        let mut args = vec!["nodes", "approve", &id, "--unchecked"];
+        if force {
+            args.push("--force");
+        }
+        let start = world2.tick();
+        let (ok, out) = admin_cmd(&world2, &args);
+        if ok && out.contains("approved") && !out.contains("nothing changed") {
+            let record = record_exists(&world2, &id);
+            world2.log(Event::Approved { id, start, record });
+        }
+    })
+    .await
+    .unwrap();
+}
+
+fn touch_approval(world: &Arc<World>, rng: &mut StdRng) {
+    let Some((id, _, _)) = random_node(world, rng) else { return };
+    let path = world.state().join("approved").join(&id);
+    if path.exists() {
+        return;
+    }
+    let start = world.tick();
+    fs::write(&path, b"").unwrap();
+    let record = record_exists(world, &id);
+    world.log(Event::Approved { id, start, record });
+}
+
+fn remove_approval(world: &Arc<World>, rng: &mut StdRng) {
+    let Some((id, _, _)) = random_node(world, rng) else { return };
+    let _ = fs::remove_file(world.state().join("approved").join(&id));
+    let end = world.tick();
+    world.log(Event::Withdrew { id, end });
+}
+
+async fn reject(world: &Arc<World>, rng: &mut StdRng) {
+    let Some((id, ca, _)) = random_node(world, rng) else { return };
+    let start = world.tick();
+    let world2 = world.clone();
+    tokio::task::spawn_blocking(move || {
+        let (ok, _) = admin_cmd(&world2, &["nodes", "reject", &id]);
+        let end = world2.tick();
+        world2.log(Event::Withdrew { id, end });
+        if ok {
+            world2.log(Event::CaRejected { ca, start, end });
+        }
+    })
+    .await
+    .unwrap();
+}
+
+async fn forget(world: &Arc<World>, rng: &mut StdRng) {
+    let Some((id, ca, _)) = random_node(world, rng) else { return };
+    let start = world.tick();
+    let world2 = world.clone();
+    tokio::task::spawn_blocking(move || {
+        let (ok, out) = admin_cmd(&world2, &["nodes", "forget", &id]);
+        world2.log(Event::Withdrew { id, end: world2.tick() });
+        if ok && out.contains("lifted") {
+            world2.log(Event::CaLifted { ca, start });
+        }
+    })
+    .await
+    .unwrap();
+}
+
+async fn revoke(world: &Arc<World>, rng: &mut StdRng) {
+    let token = {
+        let tokens = world.tokens.lock().unwrap();
+        if tokens.is_empty() {
+            return;
+        }
+        tokens[rng.random_range(0..tokens.len())].token.clone()
+    };
+    let world2 = world.clone();
+    tokio::task::spawn_blocking(move || {
+        let (ok, _) = admin_cmd(&world2, &["tokens", "revoke", &token]);
+        let end = world2.tick();
+        if ok {
+            world2.log(Event::Revoked { token, end });
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// Moves `tokens.meta.json` aside or breaks it (an editor, a stray
+/// comma), or puts back exactly what was there.
+fn meta_by_hand(world: &Arc<World>, aside: bool) {
+    let _hands = world.meta_hands.lock().unwrap();
+    let path = world.state().join(META_FILE);
+    let mut away = world.meta_away.lock().unwrap();
+    match away.take() {
+        Some((bytes, _)) => fs::write(&path, bytes).unwrap(),
+        None => {
+            let Ok(bytes) = fs::read(&path) else { return };
+            if aside {
+                fs::remove_file(&path).unwrap();
+                *away = Some((bytes, false));
+            } else {
+                let mut broken = bytes.clone();
+                broken.insert(1, b',');
+                fs::write(&path, broken).unwrap();
+                *away = Some((bytes, true));
+            }
+        }
+    }
+}
+
+/// Keeps a copy of `tokens`, or puts an earlier copy back.
+fn tokens_backup(world: &Arc<World>, rng: &mut StdRng) {
+    let path = world.state().join("tokens");
+    let mut backup = world.tokens_backup.lock().unwrap();
+    match backup.take() {
+        Some(bytes) if rng.random_bool(0.7) => fs::write(&path, bytes).unwrap(),
+        _ => *backup = fs::read(&path).ok(),
+    }
+}
+
+fn signal(process: &Process, signal: rustix::process::Signal) {
+    let pid = rustix::process::Pid::from_child(&process.child);
+    let _ = rustix::process::kill_process(pid, signal);
+}
+
+/// SIGSTOPs one server while another runs, for up to 1.5 s.
+fn stop_a_server(world: &Arc<World>, rng: &mut StdRng) {
+    let i = rng.random_range(0..SERVERS);
+    let others_run = (0..SERVERS).any(|k| k != i && !world.servers[k].lock().unwrap().stopped);
+    let mut server = world.servers[i].lock().unwrap();
+    let Some(process) = server.process.as_ref().filter(|_| others_run && !server.stopped) else { return };
+    signal(process, rustix::process::Signal::STOP);
+    server.stopped = true;
+    server.epoch += 1;
+    // From a thread of its own: the async workers may all be blocked on
+    // a lock the stopped server holds.
+    let (world, pause) = (world.clone(), Duration::from_millis(rng.random_range(100..1500)));
+    std::thread::spawn(move || {
+        std::thread::sleep(pause);
+        let mut server = world.servers[i].lock().unwrap();
+        if let Some(process) = &server.process {
+            signal(process, rustix::process::Signal::CONT);
+        }
+        server.stopped = false;
+    });
+}
+
+/// SIGKILLs one server and starts it again.
+async fn kill_a_server(world: &Arc<World>, rng: &mut StdRng) {
+    let i = rng.random_range(0..SERVERS);
+    let old = {
+        let mut server = world.servers[i].lock().unwrap();
+        // Stopped, or being restarted by another worker.
+        if server.stopped || server.process.is_none() {
+            return;
+        }
+        server.epoch += 1;
+        server.process.take()
+    };
+    drop(old); // Process's drop: SIGKILL, then wait
+    let world2 = world.clone();
+    let fresh = tokio::task::spawn_blocking(move || Process::start(&world2.serve_args())).await.unwrap();
+    world.servers[i].lock().unwrap().process = Some(fresh);
+}
+
+/// The liveness phase: the admin lists every token again (a list put back
+/// whole), then each is presented by new CAs until it admits no more.
+async fn spend_every_use(world: &Arc<World>) {
+    let listed: Vec<(String, u32)> =
+        world.tokens.lock().unwrap().iter().map(|t| (t.token.clone(), t.uses)).collect();
+    let text: String = listed.iter().map(|(t, _)| format!("{t}\n")).collect();
+    let path = world.state().join("tokens");
+    let mut file = fs::OpenOptions::new().append(true).create(true).open(&path).unwrap();
+    std::io::Write::write_all(&mut file, text.as_bytes()).unwrap();
+    let mut rng = StdRng::seed_from_u64(0);
+    for (token, uses) in listed {
+        for _ in 0..=uses {
+            let ca = pick_ca(world, &mut rng, 1.0);
+            send_announcement(world, &mut rng, token.clone(), ca).await;
+        }
+    }
+}
+
+/// Stops every server with SIGTERM; the ones that did not end in 20 s.
+fn terminate(world: &World) -> Vec<String> {
+    let mut stuck = Vec::new();
+    for (i, server) in world.servers.iter().enumerate() {
+        let mut server = server.lock().unwrap();
+        let Some(process) = server.process.as_mut() else { continue };
+        signal(process, rustix::process::Signal::CONT);
+        signal(process, rustix::process::Signal::TERM);
+        let ended = wait_for(Duration::from_secs(20), || process.child.try_wait().unwrap().is_some());
+        if !ended {
+            stuck.push(format!("server {i} still runs 20 s after SIGTERM"));
+        }
+    }
+    stuck
+}
+
+/// Every broken promise the files and the log show.
+fn check(world: &World) -> Vec<String> {
+    let mut broken = terminate(world);
+    let state = world.state();
+    let events = world.events.lock().unwrap().clone();
+    let tokens = world.tokens.lock().unwrap();
+    let ca_hashes = world.ca_hashes.lock().unwrap().clone();
+    // No record or audit line torn.
+    for path in files_below(&state.join("nodes")) {
+        let name = path.file_name().unwrap().to_string_lossy().to_string();
+        if name.ends_with(".json") && !name.starts_with(".tmp-") {
+            let bytes = fs::read(&path).unwrap_or_default();
+            if serde_json::from_slice::<serde_json::Value>(&bytes).is_err() {
+                broken.push(format!("torn record {name}"));
+            }
+        }
+    }
+    for line in audit_trail(&state).lines().filter(|l| !l.trim().is_empty()) {
+        if serde_json::from_str::<serde_json::Value>(line).is_err() {
+            broken.push(format!("torn audit line {line:?}"));
+        }
+    }
+    // When each id was first answered admitted, and by which token.
+    let mut first_admitted: HashMap<&str, (u64, i64, &str, usize)> = HashMap::new();
+    for event in &events {
+        if let Event::Answer { start, wall, token, ca, id, admitted: true } = event {
+            let seen = first_admitted.entry(id.as_str()).or_insert((*start, *wall, token.as_str(), *ca));
+            if *start < seen.0 {
+                *seen = (*start, *wall, token.as_str(), *ca);
+            }
+        }
+    }
+    for t in tokens.iter() {
+        let admitted: Vec<_> =
+            first_admitted.iter().filter(|(_, (_, _, token, _))| *token == t.token).collect();
+        if admitted.len() > t.uses as usize {
+            broken.push(format!("a token of {} uses admitted {} nodes", t.uses, admitted.len()));
+        }
+        for (id, (start, wall, _, _)) in &admitted {
+            let revoked_before = events
+                .iter()
+                .any(|e| matches!(e, Event::Revoked { token, end } if *token == t.token && end < start));
+            if revoked_before {
+                broken.push(format!("a revoked token admitted {id}"));
+            }
+            if t.expired_by.is_some_and(|by| *wall > by) {
+                broken.push(format!("an expired token admitted {id}"));
+            }
+        }
+    }
+    // An admin's withdrawal that had not ended before `after` (after it, or running meanwhile).
+    // No use lost: each token still listed, neither revoked nor expiring,
+    // admitted exactly its uses once the liveness phase spent them all
+    // (less the announcements a kill or a stop left unanswered).
+    for t in tokens.iter().filter(|t| t.expired_by.is_none()) {
+        let revoked = events.iter().any(|e| matches!(e, Event::Revoked { token, .. } if *token == t.token));
+        let admitted = first_admitted.values().filter(|(_, _, token, _)| *token == t.token).count();
+        let maybe = events
+            .iter()
+            .filter(|e| matches!(e, Event::MaybeAdmitted { token } if *token == t.token))
+            .count();
+        if !revoked && admitted + maybe < t.uses as usize {
+            broken.push(format!(
+                "a token of {} uses admitted {admitted} nodes: its other uses were lost",
+                t.uses
+            ));
+        }
+    }
+    let withdrawn_after = |id: &str, after: u64| {
+        events.iter().any(|e| matches!(e, Event::Withdrew { id: w, end } if w == id && *end > after))
+    };
+    // Every admin approval stands until the admin changes it.
+    for event in &events {
+        if let Event::Approved { id, start, record } = event
+            && !withdrawn_after(id, *start)
+        {
+            if !state.join("approved").join(id).exists() {
+                broken.push(format!("an admin's approval of {id} was undone"));
+            }
+            if *record && !state.join("nodes").join(format!("{id}.json")).exists() {
+                broken.push(format!("the record of {id}, approved by an admin, was forgotten"));
+            }
+        }
+    }
+    // No acknowledged admission lost.
+    for (id, (start, _, _, _)) in &first_admitted {
+        if !withdrawn_after(id, *start) {
+            let record = fs::read(state.join("nodes").join(format!("{id}.json"))).ok();
+            let admitted = record
+                .and_then(|r| serde_json::from_slice::<serde_json::Value>(&r).ok())
+                .is_some_and(|r| r["admitted"] == true);
+            if !admitted || !state.join("approved").join(id).exists() {
+                broken.push(format!("the acknowledged admission of {id} was lost"));
+            }
+        }
+    }
+    // A rejection sticks until the forget that lifts it, and admits nobody meanwhile.
+    for event in &events {
+        let Event::CaRejected { ca, start: rejected, end } = event else { continue };
+        // A forget that started after the reject did lifts it (one running meanwhile may).
+        let lifted_after = |after: u64| {
+            events.iter().any(|e| matches!(e, Event::CaLifted { ca: c, start } if c == ca && *start > after))
+        };
+        if !lifted_after(*rejected) && !state.join("rejected-cas").join(&ca_hashes[*ca]).exists() {
+            broken.push(format!("the rejection of CA {ca} came undone"));
+        }
+        for other in &events {
+            if let Event::Answer { start, ca: c, id, admitted: true, .. } = other
+                && c == ca
+                && start > end
+                && !lifted_after(*rejected)
+            {
+                broken.push(format!("rejected CA {ca} was admitted as {id}"));
+            }
+        }
+    }
+    for event in &events {
+        match event {
+            Event::Unanswered { what } => broken.push(format!("{what} went unanswered by a running server")),
+            Event::Failed { what } => broken.push(what.clone()),
+            _ => {}
+        }
+    }
+    broken
+}
+
+/// One schedule: fresh state, two servers, the steps, the checker.
+async fn schedule(seed: u64) -> (Vec<String>, usize) {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let servers = (0..SERVERS)
+        .map(|_| {
+            Mutex::new(Server { process: Some(Process::start(&serve_args(&fx))), stopped: false, epoch: 0 })
+        })
+        .collect();
+    let world = Arc::new(World {
+        fx,
+        servers,
+        seq: AtomicU64::new(0),
+        events: Mutex::default(),
+        tokens: Mutex::default(),
+        cas: Mutex::default(),
+        ca_hashes: Mutex::default(),
+        nodes: Mutex::default(),
+        meta_away: Mutex::default(),
+        tokens_backup: Mutex::default(),
+        meta_hands: Mutex::default(),
+    });
+    let workers: Vec<_> = (0..WORKERS as u64)
+        .map(|w| {
+            let world = world.clone();
+            tokio::spawn(async move {
+                let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(31).wrapping_add(w));
+                for _ in 0..STEPS / WORKERS {
+                    step(&world, &mut rng).await;
+                }
+            })
+        })
+        .collect();
+    for worker in workers {
+        worker.await.unwrap();
+    }
+    // Whatever is away comes back before the servers stop, as an admin would put it.
+    if let Some((bytes, _)) = world.meta_away.lock().unwrap().take() {
+        fs::write(world.state().join(META_FILE), bytes).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1600)).await; // the last SIGCONT
+    spend_every_use(&world).await;
+    let broken = tokio::task::spawn_blocking({
+        let world = world.clone();
+        move || check(&world)
+    })
+    .await
+    .unwrap();
+    let steps = world.events.lock().unwrap().len();
+    (broken, steps)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_randomized_adversary_breaks_no_promise() {
+    let budget = std::env::var("JANUS_ADVERSARY_SECS").ok().and_then(|s| s.parse().ok()).unwrap_or(10u64);
+    let base = std::env::var("JANUS_ADVERSARY_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs()
+    });
+    let started = Instant::now();
+    let (mut schedules, mut events) = (0u64, 0usize);
+    while schedules == 0 || started.elapsed() < Duration::from_secs(budget) {
+        let seed = base + schedules;
+        let (broken, logged) = schedule(seed).await;
+        assert!(
+            broken.is_empty(),
+            "seed {seed} broke {} promise(s) (replay: JANUS_ADVERSARY_SEED={seed} JANUS_ADVERSARY_SECS=1):\n{}",
+            broken.len(),
+            broken.join("\n")
+        );
+        schedules += 1;
+        events += logged;
+    }
+    eprintln!(
+        "adversary: {schedules} schedule(s) of {STEPS} steps, seeds {base}..={}, {events} events checked, no promise broken",
+        base + schedules - 1
+    );
+}
