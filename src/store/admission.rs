@@ -404,16 +404,18 @@ impl Store {
             ca_sha256: fresh.ca_sha256.clone(),
             bundle_version,
         })?;
-        // The process that claimed the use may have died before blanking it.
+        // The process that claimed the use may have died before blanking
+        // it. Blanked only when its uses are known: a token this process
+        // cannot see now (unlisted a moment, its metadata unreadable) is
+        // left to the sweep, which reads both files under the lock — taking
+        // it for a one-use token would blank it and drop the metadata of
+        // its other uses (found by the randomized adversary).
         let mac = self.tokens.ledger.mac(token)?;
-        let uses = match self.tokens.offer(token)? {
-            Offer::Valid { uses, .. } => uses,
-            _ => 1,
-        };
-        if self.tokens.ledger.spent_for_good(&mac, uses)? {
-            self.tokens.spent(token);
-        } else {
-            self.tokens.sweep_later();
+        match self.tokens.offer(token)? {
+            Offer::Valid { uses, .. } if self.tokens.ledger.spent_for_good(&mac, uses)? => {
+                self.tokens.spent(token)
+            }
+            _ => self.tokens.sweep_later(),
         }
         tracing::info!(node = %id, "the node that spent this token announced again: answered with its first id");
         Ok(Some(Admission { id, outcome: Outcome::Admitted }))

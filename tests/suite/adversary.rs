@@ -64,6 +64,17 @@ enum Event {
     MaybeAdmitted {
         token: String,
     },
+    /// A hand edit (for the record of a failing schedule).
+    #[allow(dead_code, reason = "read in the kept event log (Debug)")]
+    Hand {
+        what: String,
+        at: String,
+    },
+    /// An announcement refused for now (503).
+    Refused {
+        token: String,
+        why: String,
+    },
     /// A request got an answer no promise allows (a 500, a 409).
     Failed {
         what: String,
@@ -90,7 +101,7 @@ enum Event {
     },
     CaLifted {
         ca: usize,
-        start: u64,
+        end: u64,
     },
 }
 
@@ -286,7 +297,7 @@ async fn send_announcement(world: &Arc<World>, rng: &mut StdRng, token: String, 
                 what: format!("an announcement answered {}: {}", answer.status, answer.text()),
             });
         }
-        Ok(_) => {}
+        Ok(answer) => world.log(Event::Refused { token, why: answer.text() }),
         Err(why) if world.still_running(server, epoch) => {
             let log = world.server_log(server);
             world.log(Event::Unanswered {
@@ -409,13 +420,13 @@ async fn reject(world: &Arc<World>, rng: &mut StdRng) {
 
 async fn forget(world: &Arc<World>, rng: &mut StdRng) {
     let Some((id, ca, _)) = random_node(world, rng) else { return };
-    let start = world.tick();
     let world2 = world.clone();
     tokio::task::spawn_blocking(move || {
         let (ok, out) = admin_cmd(&world2, &["nodes", "forget", &id]);
-        world2.log(Event::Withdrew { id, end: world2.tick() });
+        let end = world2.tick();
+        world2.log(Event::Withdrew { id, end });
         if ok && out.contains("lifted") {
-            world2.log(Event::CaLifted { ca, start });
+            world2.log(Event::CaLifted { ca, end });
         }
     })
     .await
@@ -448,6 +459,12 @@ fn meta_by_hand(world: &Arc<World>, aside: bool) {
     let _hands = world.meta_hands.lock().unwrap();
     let path = world.state().join(META_FILE);
     let mut away = world.meta_away.lock().unwrap();
+    let at = janus_registration::clock::now_rfc3339();
+    let size = fs::metadata(&path).map(|m| m.len()).ok();
+    world.log(Event::Hand {
+        what: format!("meta: away={:?} size now {size:?}", away.as_ref().map(|a| a.1)),
+        at,
+    });
     match away.take() {
         Some((bytes, _)) => fs::write(&path, bytes).unwrap(),
         None => {
@@ -469,6 +486,8 @@ fn meta_by_hand(world: &Arc<World>, aside: bool) {
 fn tokens_backup(world: &Arc<World>, rng: &mut StdRng) {
     let path = world.state().join("tokens");
     let mut backup = world.tokens_backup.lock().unwrap();
+    let at = janus_registration::clock::now_rfc3339();
+    world.log(Event::Hand { what: format!("tokens backup held: {}", backup.is_some()), at });
     match backup.take() {
         Some(bytes) if rng.random_bool(0.7) => fs::write(&path, bytes).unwrap(),
         _ => *backup = fs::read(&path).ok(),
@@ -616,8 +635,20 @@ fn check(world: &World) -> Vec<String> {
             .filter(|e| matches!(e, Event::MaybeAdmitted { token } if *token == t.token))
             .count();
         if !revoked && admitted + maybe < t.uses as usize {
+            let refusals: Vec<&str> = events
+                .iter()
+                .filter_map(|e| match e {
+                    Event::Refused { token, why } if *token == t.token => Some(why.as_str()),
+                    _ => None,
+                })
+                .collect();
+            let pending = events
+                .iter()
+                .filter(|e| matches!(e, Event::Answer { token, admitted: false, .. } if *token == t.token))
+                .count();
             broken.push(format!(
-                "a token of {} uses admitted {admitted} nodes: its other uses were lost",
+                "a token of {} uses admitted {admitted} nodes: its other uses were lost ({pending} answered \
+                 pending, refused: {refusals:?})",
                 t.uses
             ));
         }
@@ -653,9 +684,9 @@ fn check(world: &World) -> Vec<String> {
     // A rejection sticks until the forget that lifts it, and admits nobody meanwhile.
     for event in &events {
         let Event::CaRejected { ca, start: rejected, end } = event else { continue };
-        // A forget that started after the reject did lifts it (one running meanwhile may).
+        // A forget that ended after the reject started may have lifted it.
         let lifted_after = |after: u64| {
-            events.iter().any(|e| matches!(e, Event::CaLifted { ca: c, start } if c == ca && *start > after))
+            events.iter().any(|e| matches!(e, Event::CaLifted { ca: c, end } if c == ca && *end > after))
         };
         if !lifted_after(*rejected) && !state.join("rejected-cas").join(&ca_hashes[*ca]).exists() {
             broken.push(format!("the rejection of CA {ca} came undone"));
@@ -729,6 +760,13 @@ async fn schedule(seed: u64) -> (Vec<String>, usize) {
     .await
     .unwrap();
     let steps = world.events.lock().unwrap().len();
+    if !broken.is_empty() && std::env::var_os("JANUS_ADVERSARY_KEEP").is_some() {
+        let kept = std::env::temp_dir().join(format!("adversary-{seed}"));
+        let _ = std::process::Command::new("cp").arg("-a").arg(world.state()).arg(&kept).status();
+        let log: Vec<String> = world.events.lock().unwrap().iter().map(|e| format!("{e:?}")).collect();
+        let _ = fs::write(kept.join("adversary-events.txt"), log.join("\n"));
+        eprintln!("adversary: the state of seed {seed} is kept in {}", kept.display());
+    }
     (broken, steps)
 }
 

@@ -352,3 +352,29 @@ fn the_probes_have_a_plain_door_of_their_own() {
     assert!(unready);
     assert!(cli(&["healthcheck", "--plain", "--live", "--addr", &addr]).0);
 }
+
+/// Found by the randomized adversary: a server that last read the metadata
+/// before a token was added, then found the file broken, took the new
+/// token for a plain one: it admitted once, and the tidier dropped the
+/// metadata of its other uses.
+#[tokio::test]
+async fn a_token_added_since_a_replica_last_looked_is_governed_while_the_file_is_broken() {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let mut config = fx.config();
+    config.maintenance_every = std::time::Duration::from_secs(3600);
+    let server = InProcess::start(config).await;
+    let client = node_client(&fx, server.addr);
+    let first = add_token(&fx.state(), &["--uses", "2"]);
+    assert_eq!(status_of(&client, "a", &first).await, (201, true), "the replica has read the metadata");
+    let token = add_token(&fx.state(), &["--uses", "3"]);
+    let good = fs::read(fx.state().join(META_FILE)).unwrap();
+    fs::write(fx.state().join(META_FILE), b"{,").unwrap();
+    assert_eq!(status_of(&client, "b", &token).await.0, 503, "governed by the good copy on disk");
+    fs::write(fx.state().join(META_FILE), good).unwrap();
+    for n in 0..3 {
+        assert_eq!(status_of(&client, &format!("c{n}"), &token).await, (201, true), "use {n}: none lost");
+    }
+    assert_eq!(status_of(&client, "d", &token).await, (201, false));
+    server.stop().await;
+}

@@ -163,14 +163,18 @@ impl Tokens {
                 cache.known = true;
             }
             Err(e) => {
-                if !cache.known {
-                    match read_meta_at(&self.good_path()) {
-                        Ok(Some(good)) => {
-                            cache.meta = Arc::new(good);
-                            cache.known = true;
-                        }
-                        Ok(None) | Err(_) => cache.known = false,
+                // The good copy on disk, not this process's last read: every
+                // writer refreshes it under the lock, so a token added since
+                // this process last looked is governed by it too (taken for
+                // a plain token, it would admit once and lose its other uses).
+                match read_meta_at(&self.good_path()) {
+                    Ok(Some(good)) => {
+                        cache.meta = Arc::new(good);
+                        cache.known = true;
                     }
+                    // No copy on disk: this process's last good read, if any.
+                    Ok(None) | Err(_) if cache.known && !cache.meta.is_empty() => {}
+                    Ok(None) | Err(_) => cache.known = false,
                 }
                 tracing::error!(
                     cause = %e, good_copy = cache.known,

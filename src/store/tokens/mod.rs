@@ -397,7 +397,10 @@ mod tests {
         let path = dir.path().join(TOKENS_FILE);
         fs::write(&path, "# list\nkeep spent\nspent\n").unwrap();
         let tokens = Tokens::new(dir.path());
-        assert!(matches!(tokens.offer("spent").unwrap(), Offer::Valid { uses: 1, .. }));
+        let Offer::Valid { mac, uses: 1 } = tokens.offer("spent").unwrap() else { panic!() };
+        tokens.spent("spent");
+        assert_eq!(fs::read_to_string(&path).unwrap(), "# list\nkeep spent\nspent\n", "a use left: kept");
+        tokens.ledger.revoke(&mac, 1).unwrap();
         tokens.spent("spent");
         assert_eq!(fs::read_to_string(&path).unwrap(), "# list\nkeep      \n     \n");
         assert_eq!(tokens.offer("spent").unwrap(), Offer::Unknown);

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use super::Tokens;
+use super::{TokenMeta, Tokens};
 use crate::pki::sha256_hex;
 use crate::store::Store;
 
@@ -127,16 +127,31 @@ impl Tokens {
 
     /// Blanks tokens spent for good, and drops their metadata with them:
     /// their last use is gone, and the ledger says so if one comes back.
+    /// Each is looked at again under the lock against the metadata as it
+    /// is now: the caller decided with what it could see then (a token it
+    /// took for a one-use token while the file was broken, say), and a
+    /// token with a use left keeps its bytes and its metadata.
     pub(super) fn blank_spent(&self, tokens: &[String]) -> io::Result<()> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
-        self.blank_locked(tokens)?;
         if self.meta_unreadable().is_some() {
+            self.listed().unswept = true;
             return Ok(());
         }
         let mut meta = self.read_meta()?;
-        let before = meta.len();
+        let mut done = Vec::new();
         for token in tokens {
+            let uses = meta.get(&sha256_hex(token.as_bytes())).map_or(1, TokenMeta::total_uses);
+            if self.ledger.spent_for_good(&self.ledger.mac(token)?, uses)? {
+                done.push(token.clone());
+            } else {
+                // Not spent yet after all: the next sweep looks again.
+                self.listed().unswept = true;
+            }
+        }
+        self.blank_locked(&done)?;
+        let before = meta.len();
+        for token in &done {
             meta.remove(&sha256_hex(token.as_bytes()));
         }
         if meta.len() != before {
