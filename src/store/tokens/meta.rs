@@ -173,7 +173,7 @@ impl Tokens {
                         cache.known = true;
                     }
                     // No copy on disk: this process's last good read, if any.
-                    Ok(None) | Err(_) if cache.known && !cache.meta.is_empty() => {}
+                    Ok(None) | Err(_) if cache.known => {}
                     Ok(None) | Err(_) => cache.known = false,
                 }
                 tracing::error!(
