@@ -301,9 +301,12 @@ impl Ledger {
     pub fn revoke(&self, mac: &Mac, uses: u32) -> io::Result<()> {
         ensure_private_dir(&self.dir)?;
         create_exclusive(&self.revoked_path(mac), REVOKED.as_bytes(), 0o600)?;
+        // For earlier versions only: the mark above is what counts.
         let next = self.first_free(mac, uses);
-        if next <= uses.min(MAX_USES) {
-            create_exclusive(&self.marker(mac, next), REVOKED.as_bytes(), 0o600)?;
+        if next <= uses.min(MAX_USES)
+            && let Err(e) = create_exclusive(&self.marker(mac, next), REVOKED.as_bytes(), 0o600)
+        {
+            tracing::warn!(cause = %e, "revoked; could not fill its next use for earlier versions");
         }
         Ok(())
     }

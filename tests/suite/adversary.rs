@@ -63,6 +63,9 @@ enum Event {
     /// have spent a use of its token (recovery finishes such a claim).
     MaybeAdmitted {
         token: String,
+        ca: usize,
+        start: u64,
+        wall: i64,
     },
     /// A hand edit (for the record of a failing schedule).
     #[allow(dead_code, reason = "read in the kept event log (Debug)")]
@@ -82,6 +85,9 @@ enum Event {
     Revoked {
         token: String,
         end: u64,
+    },
+    RevokeTried {
+        token: String,
     },
     /// An admin approval (command, `--force`, touch), and whether the record was there.
     Approved {
@@ -127,6 +133,10 @@ struct Server {
 }
 
 struct World {
+    /// The state directory's own tmpfs, when mounting is allowed here:
+    /// the disk can then be filled to nearly full, and freed. First, so
+    /// that it is unmounted before the fixture's directory goes.
+    disk: Option<Tmpfs>,
     fx: Fixture,
     servers: Vec<Mutex<Server>>,
     seq: AtomicU64,
@@ -141,6 +151,11 @@ struct World {
     /// Serializes the hand edits of `tokens.meta.json` with `tokens add`
     /// (an admin does one thing at a time with one file).
     meta_hands: Mutex<()>,
+    /// Bumped each time the disk is filled or freed: a request that spans
+    /// one may fail with a 500 (ENOSPC), as promised.
+    disk_epoch: AtomicU64,
+    /// One fill or free at a time.
+    disk_hands: Mutex<()>,
 }
 
 impl World {
@@ -150,6 +165,12 @@ impl World {
     fn log(&self, event: Event) {
         self.events.lock().unwrap().push(event);
     }
+    /// Whether the disk was full at some point since `epoch` was read.
+    fn disk_was_full(&self, epoch: u64) -> bool {
+        let now = self.disk_epoch.load(Ordering::SeqCst);
+        now != epoch || now % 2 == 1
+    }
+
     fn state(&self) -> std::path::PathBuf {
         self.fx.state()
     }
@@ -177,7 +198,8 @@ impl World {
         let Some(process) = server.process.as_mut() else { return "(no process)".into() };
         let exited = process.child.try_wait().ok().flatten();
         let log = process.log();
-        let lines: Vec<&str> = log.lines().filter(|l| !l.contains(" DEBUG ")).collect();
+        let lines: Vec<&str> =
+            log.lines().filter(|l| l.contains(" ERROR ") || l.contains(" WARN ")).collect();
         format!(
             "server at {} epoch {epoch} exited {exited:?}:\n{}",
             process.addr,
@@ -227,6 +249,10 @@ async fn step(world: &Arc<World>, rng: &mut StdRng) {
         84..=87 => tokens_backup(world, rng),
         88..=93 => stop_a_server(world, rng),
         94..=95 => kill_a_server(world, rng).await,
+        96..=97 => {
+            let (world, leave) = (world.clone(), rng.random_range(0..64 * 1024u64));
+            tokio::task::spawn_blocking(move || fill_or_free(&world, leave)).await.unwrap()
+        }
         _ => tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await,
     }
 }
@@ -277,6 +303,7 @@ async fn send_announcement(world: &Arc<World>, rng: &mut StdRng, token: String, 
     let body = announcement("edge", &minted, &token, &secret);
     let client = node_client(&world.fx, addr);
     let (start, wall) = (world.tick(), now_unix());
+    let disk = world.disk_epoch.load(Ordering::SeqCst);
     let request = Request {
         method: "POST",
         path: "/register",
@@ -292,9 +319,18 @@ async fn send_announcement(world: &Arc<World>, rng: &mut StdRng, token: String, 
             world.log(Event::Answer { start, wall, token, ca, id: id.clone(), admitted });
             world.nodes.lock().unwrap().push(Node { id, ca, secret });
         }
+        // A write that failed for want of room: a 500 the node retries.
+        Ok(answer) if answer.status == 500 && world.disk_was_full(disk) => {
+            world.log(Event::MaybeAdmitted { token, ca, start, wall })
+        }
         Ok(answer) if answer.status != 503 => {
+            let log = world.server_log(server);
             world.log(Event::Failed {
-                what: format!("an announcement answered {}: {}", answer.status, answer.text()),
+                what: format!(
+                    "an announcement answered {}: {}; its log ends:\n{log}",
+                    answer.status,
+                    answer.text()
+                ),
             });
         }
         Ok(answer) => world.log(Event::Refused { token, why: answer.text() }),
@@ -305,7 +341,7 @@ async fn send_announcement(world: &Arc<World>, rng: &mut StdRng, token: String, 
             });
         }
         // Killed or stopped meanwhile: it may have spent a use all the same.
-        Err(_) => world.log(Event::MaybeAdmitted { token }),
+        Err(_) => world.log(Event::MaybeAdmitted { token, ca, start, wall }),
     }
 }
 
@@ -333,11 +369,12 @@ async fn poll(world: &Arc<World>, rng: &mut StdRng) {
     let Some((addr, server, epoch)) = world.running(rng) else { return };
     let client = node_client(&world.fx, addr);
     let path = format!("/register/{id}");
+    let disk = world.disk_epoch.load(Ordering::SeqCst);
     let headers = vec![("Authorization", format!("Bearer {secret}"))];
     let request = Request { method: "GET", path: &path, headers, body: None };
     let answer = client.send(&request).await.map(|(a, _)| a).map_err(|e| e.to_string());
     match answer {
-        Ok(answer) if answer.status >= 500 && answer.status != 503 => {
+        Ok(answer) if answer.status >= 500 && answer.status != 503 && !world.disk_was_full(disk) => {
             world
                 .log(Event::Failed { what: format!("a poll answered {}: {}", answer.status, answer.text()) });
         }
@@ -390,7 +427,9 @@ fn touch_approval(world: &Arc<World>, rng: &mut StdRng) {
         return;
     }
     let start = world.tick();
-    fs::write(&path, b"").unwrap();
+    if fs::write(&path, b"").is_err() {
+        return; // a full disk
+    }
     let record = record_exists(world, &id);
     world.log(Event::Approved { id, start, record });
 }
@@ -425,7 +464,9 @@ async fn forget(world: &Arc<World>, rng: &mut StdRng) {
         let (ok, out) = admin_cmd(&world2, &["nodes", "forget", &id]);
         let end = world2.tick();
         world2.log(Event::Withdrew { id, end });
-        if ok && out.contains("lifted") {
+        // A forget that failed partway (its audit line on a full disk) may
+        // have lifted the rejection before it failed.
+        if !ok || out.contains("lifted") {
             world2.log(Event::CaLifted { ca, end });
         }
     })
@@ -447,6 +488,9 @@ async fn revoke(world: &Arc<World>, rng: &mut StdRng) {
         let end = world2.tick();
         if ok {
             world2.log(Event::Revoked { token, end });
+        } else {
+            // A revoke refused (a full disk) may still have made its mark.
+            world2.log(Event::RevokeTried { token });
         }
     })
     .await
@@ -466,7 +510,12 @@ fn meta_by_hand(world: &Arc<World>, aside: bool) {
         at,
     });
     match away.take() {
-        Some((bytes, _)) => fs::write(&path, bytes).unwrap(),
+        // On a full disk the write fails (maybe halfway): still away, put back later.
+        Some((bytes, broken)) => {
+            if fs::write(&path, &bytes).is_err() {
+                *away = Some((bytes, broken));
+            }
+        }
         None => {
             let Ok(bytes) = fs::read(&path) else { return };
             if aside {
@@ -475,8 +524,8 @@ fn meta_by_hand(world: &Arc<World>, aside: bool) {
             } else {
                 let mut broken = bytes.clone();
                 broken.insert(1, b',');
-                fs::write(&path, broken).unwrap();
                 *away = Some((bytes, true));
+                let _ = fs::write(&path, broken);
             }
         }
     }
@@ -489,9 +538,29 @@ fn tokens_backup(world: &Arc<World>, rng: &mut StdRng) {
     let at = janus_registration::clock::now_rfc3339();
     world.log(Event::Hand { what: format!("tokens backup held: {}", backup.is_some()), at });
     match backup.take() {
-        Some(bytes) if rng.random_bool(0.7) => fs::write(&path, bytes).unwrap(),
+        Some(bytes) if rng.random_bool(0.7) => {
+            let _ = fs::write(&path, bytes);
+        }
         _ => *backup = fs::read(&path).ok(),
     }
+}
+
+/// Fills the state's disk to within `leave` bytes of full, or frees it.
+fn fill_or_free(world: &World, leave: u64) {
+    if world.disk.is_none() {
+        return;
+    }
+    let _hands = world.disk_hands.lock().unwrap();
+    let filler = world.fx.dir.path().join("state").join("filler");
+    let epoch = world.disk_epoch.load(Ordering::SeqCst);
+    if epoch % 2 == 1 {
+        let _ = fs::remove_file(&filler);
+    } else {
+        let stat = rustix::fs::statvfs(world.state()).unwrap();
+        let free = stat.f_bavail * stat.f_frsize;
+        let _ = fs::write(&filler, vec![b'x'; free.saturating_sub(leave) as usize]);
+    }
+    world.disk_epoch.fetch_add(1, Ordering::SeqCst);
 }
 
 fn signal(process: &Process, signal: rustix::process::Signal) {
@@ -611,14 +680,24 @@ fn check(world: &World) -> Vec<String> {
         if admitted.len() > t.uses as usize {
             broken.push(format!("a token of {} uses admitted {} nodes", t.uses, admitted.len()));
         }
-        for (id, (start, wall, _, _)) in &admitted {
-            let revoked_before = events
-                .iter()
-                .any(|e| matches!(e, Event::Revoked { token, end } if *token == t.token && end < start));
+        for (id, (start, wall, _, ca)) in &admitted {
+            // The same CA's announcement whose answer was lost may have
+            // claimed the use earlier: past that commit point the
+            // admission is finished, not undone, whatever came after.
+            let claimed_by = |before: &dyn Fn(u64, i64) -> bool| {
+                events.iter().any(|e| {
+                    matches!(e, Event::MaybeAdmitted { token, ca: c, start, wall }
+                        if *token == t.token && c == ca && before(*start, *wall))
+                })
+            };
+            let revoked_before = events.iter().any(|e| {
+                matches!(e, Event::Revoked { token, end } if *token == t.token && end < start
+                    && !claimed_by(&|s, _| s < *end))
+            });
             if revoked_before {
                 broken.push(format!("a revoked token admitted {id}"));
             }
-            if t.expired_by.is_some_and(|by| *wall > by) {
+            if t.expired_by.is_some_and(|by| *wall > by && !claimed_by(&|_, w| w <= by)) {
                 broken.push(format!("an expired token admitted {id}"));
             }
         }
@@ -628,11 +707,13 @@ fn check(world: &World) -> Vec<String> {
     // admitted exactly its uses once the liveness phase spent them all
     // (less the announcements a kill or a stop left unanswered).
     for t in tokens.iter().filter(|t| t.expired_by.is_none()) {
-        let revoked = events.iter().any(|e| matches!(e, Event::Revoked { token, .. } if *token == t.token));
+        let revoked = events.iter().any(
+            |e| matches!(e, Event::Revoked { token, .. } | Event::RevokeTried { token } if *token == t.token),
+        );
         let admitted = first_admitted.values().filter(|(_, _, token, _)| *token == t.token).count();
         let maybe = events
             .iter()
-            .filter(|e| matches!(e, Event::MaybeAdmitted { token } if *token == t.token))
+            .filter(|e| matches!(e, Event::MaybeAdmitted { token, .. } if *token == t.token))
             .count();
         if !revoked && admitted + maybe < t.uses as usize {
             let refusals: Vec<&str> = events
@@ -714,6 +795,11 @@ fn check(world: &World) -> Vec<String> {
 /// One schedule: fresh state, two servers, the steps, the checker.
 async fn schedule(seed: u64) -> (Vec<String>, usize) {
     let fx = Fixture::new();
+    let disk = Tmpfs::mount(&fx.state(), "16m");
+    static SAID: std::sync::Once = std::sync::Once::new();
+    if disk.is_none() {
+        SAID.call_once(|| skipped("mount -t tmpfs is refused here: no schedule fills the disk"));
+    }
     fx.write_tokens("");
     let servers = (0..SERVERS)
         .map(|_| {
@@ -721,6 +807,7 @@ async fn schedule(seed: u64) -> (Vec<String>, usize) {
         })
         .collect();
     let world = Arc::new(World {
+        disk,
         fx,
         servers,
         seq: AtomicU64::new(0),
@@ -732,6 +819,8 @@ async fn schedule(seed: u64) -> (Vec<String>, usize) {
         meta_away: Mutex::default(),
         tokens_backup: Mutex::default(),
         meta_hands: Mutex::default(),
+        disk_epoch: AtomicU64::new(0),
+        disk_hands: Mutex::default(),
     });
     let workers: Vec<_> = (0..WORKERS as u64)
         .map(|w| {
@@ -747,7 +836,10 @@ async fn schedule(seed: u64) -> (Vec<String>, usize) {
     for worker in workers {
         worker.await.unwrap();
     }
-    // Whatever is away comes back before the servers stop, as an admin would put it.
+    // Room comes back, and whatever is away, before the servers stop, as an admin would do.
+    if world.disk_epoch.load(Ordering::SeqCst) % 2 == 1 {
+        fill_or_free(&world, 0);
+    }
     if let Some((bytes, _)) = world.meta_away.lock().unwrap().take() {
         fs::write(world.state().join(META_FILE), bytes).unwrap();
     }

@@ -331,12 +331,20 @@ impl Tokens {
             None => self.meta_in_force(&token).0.total_uses(),
         };
         self.ledger.revoke(&self.ledger.mac(&token)?, uses)?;
-        if let Some(meta) = meta.as_mut()
-            && meta.remove(&sha256_hex(token.as_bytes())).is_some()
-        {
-            self.write_meta(meta)?;
+        // Revoked from here on, durably: what follows is tidying, and its
+        // failure (a full disk) must not say the revoke failed.
+        let tidied = (|| {
+            if let Some(meta) = meta.as_mut()
+                && meta.remove(&sha256_hex(token.as_bytes())).is_some()
+            {
+                self.write_meta(meta)?;
+            }
+            self.blank_locked(std::slice::from_ref(&token))
+        })();
+        if let Err(e) = tidied {
+            self.listed().unswept = true;
+            tracing::warn!(cause = %e, "revoked; its bytes and metadata go at a later sweep");
         }
-        self.blank_locked(std::slice::from_ref(&token))?;
         Ok(token_fingerprint(&token))
     }
 
