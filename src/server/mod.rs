@@ -200,9 +200,11 @@ pub struct App {
     body_timeout: Duration,
     /// Accepts failing for want of file descriptors are logged at most once a minute.
     emfile_logged: limits::LogThrottle,
-    /// Why the last changed certificate or fleet was refused, until one is
-    /// served again: `/healthz` says it (degraded).
-    pub reload_refused: std::sync::Mutex<Option<String>>,
+    /// Why the last changed certificate was refused, until one is served
+    /// again: `/healthz` says it (degraded).
+    pub cert_refused: std::sync::Mutex<Option<String>>,
+    /// The same for the fleet (`root.crt`, `bundle.json`).
+    pub fleet_refused: std::sync::Mutex<Option<String>>,
 }
 
 impl App {
@@ -297,7 +299,8 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         reconcile_every: config.reconcile_every,
         body_timeout: config.body_timeout,
         emfile_logged: Default::default(),
-        reload_refused: Default::default(),
+        cert_refused: Default::default(),
+        fleet_refused: Default::default(),
     };
     app.metrics.bundle_version.set(app.trust().fleet.bundle_version as i64);
     app.metrics.cert_not_after.set(identity.not_after);

@@ -1,7 +1,11 @@
 //! Live reload, never a restart: a new `root.crt`/`bundle.json`, or a renewed
 //! certificate and key, are checked and then served from the next request
 //! (or handshake). A bad one is refused with a logged error and the last good
-//! one kept.
+//! one kept, and `/healthz` says degraded until a good one is served. A
+//! reload publishes only what a start would accept: a fleet whose bundle
+//! verifies through its root; a certificate in date, matching its key, and
+//! — whenever the one served now does — verifying for
+//! `controller.fleet.janus` through the fleet root (served, or on disk).
 //!
 //! A change is found by a periodic look at the files' size, mtime and inode
 //! (`--reload-every`, 5 s by default): no file-watch thread, and a renamed
@@ -72,6 +76,7 @@ async fn reload_fleet(app: &Arc<App>, watched: &Watched) {
     let dir = watched.fleet.clone();
     match tokio::task::spawn_blocking(move || Fleet::load(&dir)).await {
         Ok(Ok(fleet)) => {
+            *app.fleet_refused.lock().unwrap_or_else(|e| e.into_inner()) = None;
             let current = app.trust();
             if fleet.bundle == current.fleet.bundle && fleet.root_pem == current.fleet.root_pem {
                 return;
@@ -84,7 +89,9 @@ async fn reload_fleet(app: &Arc<App>, watched: &Watched) {
             app.replace_trust(ServedTrust::new(fleet));
         }
         Ok(Err(e)) => {
-            tracing::error!(cause = %e, "refused the changed fleet; still serving the last good one")
+            tracing::error!(cause = %e, "refused the changed fleet; still serving the last good one");
+            *app.fleet_refused.lock().unwrap_or_else(|e| e.into_inner()) =
+                Some(format!("the changed fleet was refused (still serving the last good one): {e}"));
         }
         Err(e) => tracing::error!(cause = %e, "fleet reload failed"),
     }
@@ -123,7 +130,7 @@ async fn reload_cert(app: &Arc<App>, cert: &Arc<CurrentCert>, watched: &Watched)
     .await;
     let refused = |why: String| {
         tracing::error!(cause = %why, "refused the changed certificate; still serving the last good one");
-        *app.reload_refused.lock().unwrap_or_else(|e| e.into_inner()) =
+        *app.cert_refused.lock().unwrap_or_else(|e| e.into_inner()) =
             Some(format!("the changed certificate was refused (still serving the last good one): {why}"));
     };
     match loaded {
@@ -133,7 +140,7 @@ async fn reload_cert(app: &Arc<App>, cert: &Arc<CurrentCert>, watched: &Watched)
                 "reloaded the certificate: used from the next handshake"
             );
             cert.replace(identity.certified);
-            *app.reload_refused.lock().unwrap_or_else(|e| e.into_inner()) = None;
+            *app.cert_refused.lock().unwrap_or_else(|e| e.into_inner()) = None;
             return Some(identity.not_after);
         }
         Ok(Err(e)) => refused(e.to_string()),

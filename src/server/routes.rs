@@ -157,10 +157,10 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Re
 /// write succeeds and the tokens files read and parse; else 503 and why.
 pub async fn healthz(State(app): State<Arc<App>>) -> Response {
     let mut health = app.store.health().await;
-    if let (Ok(degraded), Some(why)) =
-        (&mut health, app.reload_refused.lock().unwrap_or_else(|e| e.into_inner()).clone())
-    {
-        degraded.push(why);
+    if let Ok(degraded) = &mut health {
+        for refused in [&app.cert_refused, &app.fleet_refused] {
+            degraded.extend(refused.lock().unwrap_or_else(|e| e.into_inner()).clone());
+        }
     }
     let degraded = health.as_ref().map_or(0, Vec::len);
     app.metrics.degraded.set(degraded as i64);

@@ -378,3 +378,29 @@ async fn a_token_added_since_a_replica_last_looked_is_governed_while_the_file_is
     assert_eq!(status_of(&client, "d", &token).await, (201, false));
     server.stop().await;
 }
+
+#[tokio::test]
+async fn a_refused_fleet_is_said_until_a_good_one_is_back() {
+    let fx = Fixture::new();
+    let mut args = fx.serve_args();
+    args.extend(["--reload-every".into(), "200ms".into()]);
+    let server = Process::start(&args);
+    let client = node_client(&fx, server.addr);
+    let bundle = fx.fleet_dir().join("bundle.json");
+    let good = fs::read(&bundle).unwrap();
+    fs::write(&bundle, b"{\"version\":2}").unwrap();
+    let degraded = eventually(
+        || get(&client, "/healthz", None),
+        |a| String::from_utf8_lossy(&a.body).contains("changed fleet was refused"),
+    )
+    .await;
+    assert_eq!(
+        (degraded.status, json(&degraded)["status"].as_str()),
+        (200, Some("degraded")),
+        "{}",
+        server.log()
+    );
+    fs::write(&bundle, good).unwrap();
+    let healthy = eventually(|| get(&client, "/healthz", None), |a| json(a)["status"] == "ok").await;
+    assert_eq!(healthy.status, 200, "{}", server.log());
+}
