@@ -258,8 +258,12 @@ async fn step(world: &Arc<World>, rng: &mut StdRng) {
 }
 
 async fn add_token(world: &Arc<World>, rng: &mut StdRng) {
-    let uses = rng.random_range(1..=3u32);
-    let expiring = rng.random_bool(0.3);
+    let (uses, expiring) = (rng.random_range(1..=3u32), rng.random_bool(0.3));
+    add_token_with(world, uses, expiring).await;
+}
+
+/// `tokens add --uses USES` (`--expires-in 1s` when `expiring`); the token.
+async fn add_token_with(world: &Arc<World>, uses: u32, expiring: bool) -> Option<String> {
     let world2 = world.clone();
     let out = tokio::task::spawn_blocking(move || {
         let _hands = world2.meta_hands.lock().unwrap();
@@ -278,10 +282,15 @@ async fn add_token(world: &Arc<World>, rng: &mut StdRng) {
     .await
     .unwrap();
     let ((ok, text), after) = out;
+    let token = text.trim().to_string();
     if ok {
-        let token = text.trim().to_string();
-        world.tokens.lock().unwrap().push(Token { token, uses, expired_by: expiring.then_some(after + 1) });
+        world.tokens.lock().unwrap().push(Token {
+            token: token.clone(),
+            uses,
+            expired_by: expiring.then_some(after + 1),
+        });
     }
+    ok.then_some(token)
 }
 
 /// A new CA (with probability `fresh`), or one that announced before.
@@ -403,6 +412,10 @@ fn record_exists(world: &World, id: &str) -> bool {
 
 async fn approve(world: &Arc<World>, rng: &mut StdRng, force: bool) {
     let Some((id, _, _)) = random_node(world, rng) else { return };
+    approve_node(world, id, force).await;
+}
+
+async fn approve_node(world: &Arc<World>, id: String, force: bool) {
     let world2 = world.clone();
     tokio::task::spawn_blocking(move || {
         let mut args = vec!["nodes", "approve", &id, "--unchecked"];
@@ -443,6 +456,10 @@ fn remove_approval(world: &Arc<World>, rng: &mut StdRng) {
 
 async fn reject(world: &Arc<World>, rng: &mut StdRng) {
     let Some((id, ca, _)) = random_node(world, rng) else { return };
+    reject_node(world, id, ca).await;
+}
+
+async fn reject_node(world: &Arc<World>, id: String, ca: usize) {
     let start = world.tick();
     let world2 = world.clone();
     tokio::task::spawn_blocking(move || {
@@ -459,6 +476,10 @@ async fn reject(world: &Arc<World>, rng: &mut StdRng) {
 
 async fn forget(world: &Arc<World>, rng: &mut StdRng) {
     let Some((id, ca, _)) = random_node(world, rng) else { return };
+    forget_node(world, id, ca).await;
+}
+
+async fn forget_node(world: &Arc<World>, id: String, ca: usize) {
     let world2 = world.clone();
     tokio::task::spawn_blocking(move || {
         let (ok, out) = admin_cmd(&world2, &["nodes", "forget", &id]);
@@ -482,6 +503,10 @@ async fn revoke(world: &Arc<World>, rng: &mut StdRng) {
         }
         tokens[rng.random_range(0..tokens.len())].token.clone()
     };
+    revoke_token(world, token).await;
+}
+
+async fn revoke_token(world: &Arc<World>, token: String) {
     let world2 = world.clone();
     tokio::task::spawn_blocking(move || {
         let (ok, _) = admin_cmd(&world2, &["tokens", "revoke", &token]);
@@ -793,7 +818,9 @@ fn check(world: &World) -> Vec<String> {
 }
 
 /// One schedule: fresh state, two servers, the steps, the checker.
-async fn schedule(seed: u64) -> (Vec<String>, usize) {
+/// A fresh state (on a tmpfs of its own where mounting is allowed) and
+/// two servers on it.
+fn new_world() -> Arc<World> {
     let fx = Fixture::new();
     let disk = Tmpfs::mount(&fx.state(), "16m");
     static SAID: std::sync::Once = std::sync::Once::new();
@@ -822,6 +849,27 @@ async fn schedule(seed: u64) -> (Vec<String>, usize) {
         disk_epoch: AtomicU64::new(0),
         disk_hands: Mutex::default(),
     });
+    world
+}
+
+/// Puts back what the schedule left away, spends every use left, stops the
+/// servers and checks every promise: what it found broken.
+async fn finish(world: &Arc<World>) -> Vec<String> {
+    // Room comes back, and whatever is away, before the servers stop, as an admin would do.
+    if world.disk_epoch.load(Ordering::SeqCst) % 2 == 1 {
+        fill_or_free(world, 0);
+    }
+    if let Some((bytes, _)) = world.meta_away.lock().unwrap().take() {
+        fs::write(world.state().join(META_FILE), bytes).unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(1600)).await; // the last SIGCONT
+    spend_every_use(world).await;
+    let world = world.clone();
+    tokio::task::spawn_blocking(move || check(&world)).await.unwrap()
+}
+
+async fn schedule(seed: u64) -> (Vec<String>, usize) {
+    let world = new_world();
     let workers: Vec<_> = (0..WORKERS as u64)
         .map(|w| {
             let world = world.clone();
@@ -836,21 +884,7 @@ async fn schedule(seed: u64) -> (Vec<String>, usize) {
     for worker in workers {
         worker.await.unwrap();
     }
-    // Room comes back, and whatever is away, before the servers stop, as an admin would do.
-    if world.disk_epoch.load(Ordering::SeqCst) % 2 == 1 {
-        fill_or_free(&world, 0);
-    }
-    if let Some((bytes, _)) = world.meta_away.lock().unwrap().take() {
-        fs::write(world.state().join(META_FILE), bytes).unwrap();
-    }
-    tokio::time::sleep(Duration::from_millis(1600)).await; // the last SIGCONT
-    spend_every_use(&world).await;
-    let broken = tokio::task::spawn_blocking({
-        let world = world.clone();
-        move || check(&world)
-    })
-    .await
-    .unwrap();
+    let broken = finish(&world).await;
     let steps = world.events.lock().unwrap().len();
     if !broken.is_empty() && std::env::var_os("JANUS_ADVERSARY_KEEP").is_some() {
         let kept = std::env::temp_dir().join(format!("adversary-{seed}"));
@@ -887,3 +921,5 @@ async fn a_randomized_adversary_breaks_no_promise() {
         base + schedules - 1
     );
 }
+
+mod scenarios;
