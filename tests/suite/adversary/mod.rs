@@ -833,7 +833,7 @@ fn new_world() -> Arc<World> {
             Mutex::new(Server { process: Some(Process::start(&serve_args(&fx))), stopped: false, epoch: 0 })
         })
         .collect();
-    let world = Arc::new(World {
+    Arc::new(World {
         disk,
         fx,
         servers,
@@ -848,8 +848,7 @@ fn new_world() -> Arc<World> {
         meta_hands: Mutex::default(),
         disk_epoch: AtomicU64::new(0),
         disk_hands: Mutex::default(),
-    });
-    world
+    })
 }
 
 /// Puts back what the schedule left away, spends every use left, stops the
