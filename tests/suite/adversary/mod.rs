@@ -250,8 +250,9 @@ async fn step(world: &Arc<World>, rng: &mut StdRng) {
         88..=93 => stop_a_server(world, rng),
         94..=95 => kill_a_server(world, rng).await,
         96..=97 => {
-            let (world, leave) = (world.clone(), rng.random_range(0..64 * 1024u64));
-            tokio::task::spawn_blocking(move || fill_or_free(&world, leave)).await.unwrap()
+            // Within 4 KiB of full: less than the health probe's 8 KiB write.
+            let (world, leave) = (world.clone(), rng.random_range(0..4 * 1024u64));
+            tokio::task::spawn_blocking(move || fill_or_free(&world, leave)).await.unwrap();
         }
         _ => tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await,
     }
@@ -579,13 +580,17 @@ fn fill_or_free(world: &World, leave: u64) {
     let filler = world.fx.dir.path().join("state").join("filler");
     let epoch = world.disk_epoch.load(Ordering::SeqCst);
     if epoch % 2 == 1 {
+        // Freed, then said: a request that saw "full" may still fail.
         let _ = fs::remove_file(&filler);
-    } else {
-        let stat = rustix::fs::statvfs(world.state()).unwrap();
-        let free = stat.f_bavail * stat.f_frsize;
-        let _ = fs::write(&filler, vec![b'x'; free.saturating_sub(leave) as usize]);
+        world.disk_epoch.fetch_add(1, Ordering::SeqCst);
+        return;
     }
+    // Said, then filled: a request that saw "free" and then fails for want
+    // of room finds the epoch changed.
     world.disk_epoch.fetch_add(1, Ordering::SeqCst);
+    let stat = rustix::fs::statvfs(world.state()).unwrap();
+    let free = stat.f_bavail * stat.f_frsize;
+    let _ = fs::write(&filler, vec![b'x'; free.saturating_sub(leave) as usize]);
 }
 
 fn signal(process: &Process, signal: rustix::process::Signal) {
@@ -867,6 +872,7 @@ async fn finish(world: &Arc<World>) -> Vec<String> {
     tokio::task::spawn_blocking(move || check(&world)).await.unwrap()
 }
 
+/// One schedule: what it broke, and how many events it logged.
 async fn schedule(seed: u64) -> (Vec<String>, usize) {
     let world = new_world();
     let workers: Vec<_> = (0..WORKERS as u64)
@@ -916,7 +922,8 @@ async fn a_randomized_adversary_breaks_no_promise() {
         events += logged;
     }
     eprintln!(
-        "adversary: {schedules} schedule(s) of {STEPS} steps, seeds {base}..={}, {events} events checked, no promise broken",
+        "adversary: {schedules} schedule(s) of {STEPS} steps, seeds {base}..={}, {events} events checked, \
+         no promise broken",
         base + schedules - 1
     );
 }
