@@ -197,7 +197,26 @@ impl Store {
     /// never removed here. True when it went.
     fn forget_duplicate(&self, id: &NodeId) -> io::Result<bool> {
         let approved = |store: &Self| durable::present(&store.approval_path(id)).unwrap_or(true);
-        if approved(self) {
+        if !self.remove_record_unless(id, approved, || Ok(()))? {
+            return Ok(false);
+        }
+        for sub in ["rejected", "delivered"] {
+            durable::remove_durably(&self.marker(sub, id))?;
+        }
+        Ok(true)
+    }
+
+    /// Removes `id`'s record unless `decided` (an admin's decision, looked
+    /// at before and, since one may come meanwhile, after: then the record
+    /// is written back). `before` runs once the record is known to go (its
+    /// audit event). True when it went.
+    fn remove_record_unless(
+        &self,
+        id: &NodeId,
+        decided: impl Fn(&Self) -> bool,
+        before: impl FnOnce() -> io::Result<()>,
+    ) -> io::Result<bool> {
+        if decided(self) {
             return Ok(false);
         }
         let path = self.record_path(id);
@@ -206,14 +225,12 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
             Err(e) => return Err(durable::with_path(e, &path)),
         };
+        before()?;
         durable::remove_durably(&path)?;
-        if approved(self) {
+        if decided(self) {
             self.write_file(&path, &bytes)?;
-            tracing::info!(node = %id, "an admin approved a rejected CA's node as it was being forgotten: its record is back");
+            tracing::info!(node = %id, "an admin decided on a node as it was being forgotten: its record is back");
             return Ok(false);
-        }
-        for sub in ["rejected", "delivered"] {
-            durable::remove_durably(&self.marker(sub, id))?;
         }
         Ok(true)
     }
@@ -282,23 +299,7 @@ impl Store {
             durable::present(&store.approval_path(id)).unwrap_or(true)
                 || durable::present(&store.marker("rejected", id)).unwrap_or(true)
         };
-        if settled(self) {
-            return Ok(false);
-        }
-        let path = self.record_path(id);
-        let bytes = match durable::read_fresh(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(durable::with_path(e, &path)),
-        };
-        before()?;
-        durable::remove_durably(&path)?;
-        if settled(self) {
-            self.write_file(&path, &bytes)?;
-            tracing::info!(node = %id, "an admin settled a node as it was being forgotten: its record is back");
-            return Ok(false);
-        }
-        Ok(true)
+        self.remove_record_unless(id, settled, before)
     }
 
     /// Whether the trust went out to `id` already.
