@@ -1,16 +1,18 @@
 //! Accepting connections: a table of open connections with caps in all,
 //! per source (an IPv4 address, an IPv6 /64) and per network (an IPv4 /24,
 //! an IPv6 /48), applied before any handshake work; and shedding instead of
-//! falling over: when the table is full, a connection that has not finished
-//! its TLS handshake is closed to make room — the oldest of the source that
-//! holds the most such — so a new source always gets a slot however many
-//! idle connections others opened, and is not the one closed while they
-//! hold more; under pressure a handshake gets less time.
+//! falling over: when the table is full, an idle connection — one that has
+//! not finished its TLS handshake, or has not sent a request since — is
+//! closed to make room, the oldest of the source that holds the most such,
+//! so a new source always gets a slot however many idle connections others
+//! opened, and is not the one closed while they hold more; under pressure a
+//! handshake gets less time.
 //!
 //! Invariants: a refused connection costs a closed socket and no more; every
 //! accepted stream holds its slot until it is dropped or evicted (an
 //! evicted stream's next read or write fails, and it is woken to see it);
-//! a connection past its handshake is never evicted; the table's memory is
+//! a connection whose first request has reached the router (its headers
+//! read) is never evicted, so no answer is cut off; the table's memory is
 //! bounded by its cap; refusals are typed ([`Refused`]) so the accept loop
 //! counts them without matching error text.
 
@@ -24,13 +26,14 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 
 use axum_server::accept::Accept;
+use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 /// Why a connection was closed at accept, before any handshake work.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
-    /// Every connection slot is taken by a connection past its handshake.
+    /// Every connection slot is taken by a connection serving a request.
     #[error("connection cap reached")]
     Cap,
     /// This source holds all the slots it may.
@@ -40,8 +43,8 @@ pub enum Refused {
     #[error("per-network connection cap reached")]
     NetworkCap,
     /// Closed to make room for a newer connection: it had not finished
-    /// its handshake, and was the oldest such.
-    #[error("evicted: the connection table was full and this connection had not finished its handshake")]
+    /// its handshake or sent a request, and was the oldest such.
+    #[error("evicted: the connection table was full and this connection had sent no request")]
     Evicted,
     /// Its handshake took longer than the table's pressure allowed.
     #[error("the TLS handshake did not finish in time")]
@@ -73,9 +76,9 @@ pub struct Caps {
     pub per_source: usize,
     /// Of them, from one network (0: no such cap).
     pub per_network: usize,
-    /// Whether a full table evicts the oldest connection that has not
-    /// finished its handshake (the TLS listener) or refuses the new one
-    /// (plain HTTP, which has no handshake to tell idle from busy).
+    /// Whether a full table evicts the oldest idle connection (the TLS
+    /// listener, whose acceptor marks handshakes and requests: [`Shedding`])
+    /// or refuses the new one (plain HTTP).
     pub evict: bool,
 }
 
@@ -85,6 +88,9 @@ pub struct Caps {
 pub struct ConnectionCap {
     caps: Caps,
     table: Arc<Mutex<Table>>,
+    /// Counted where they happen: an evicted connection past its handshake
+    /// ends inside the connection's task, which reports nothing.
+    evictions: Counter,
 }
 
 #[derive(Default)]
@@ -101,13 +107,21 @@ struct Entry {
     signal: Arc<Signal>,
 }
 
-/// What a slot and the table share: whether the handshake finished, and
-/// whether the connection was evicted (with the waker to tell it).
+/// What a slot and the table share: whether a request reached the router,
+/// and whether the connection was evicted (with the waker to tell it).
 #[derive(Default)]
 struct Signal {
-    handshaken: AtomicBool,
+    requested: AtomicBool,
     evicted: AtomicBool,
     waker: Mutex<Option<Waker>>,
+}
+
+impl Signal {
+    /// Idle: evictable. Not yet through its handshake, or through it with no
+    /// request yet (a connection opened and left, or headers sent slowly).
+    fn idle(&self) -> bool {
+        !self.requested.load(Ordering::Acquire)
+    }
 }
 
 impl Table {
@@ -132,14 +146,14 @@ impl Table {
         Some(entry)
     }
 
-    /// Closes a connection still in its handshake to make room — the
-    /// oldest of the source holding the most such (a flood's, never the one
-    /// a new source just opened while others hold several); whether there
-    /// was one. A scan of the table, made only when it is full.
-    fn evict_one_handshaking(&mut self) -> bool {
+    /// Closes an idle connection to make room — the oldest of the source
+    /// holding the most such (a flood's, never the one a new source just
+    /// opened while others hold several); whether there was one. A scan of
+    /// the table, made only when it is full.
+    fn evict_one_idle(&mut self) -> bool {
         let mut by_source: HashMap<Option<IpAddr>, (usize, u64)> = HashMap::new();
         for (id, entry) in &self.open {
-            if !entry.signal.handshaken.load(Ordering::Acquire) {
+            if entry.signal.idle() {
                 let seen = by_source.entry(entry.peer.map(|(source, _)| source)).or_insert((0, *id));
                 seen.0 += 1;
             }
@@ -165,7 +179,12 @@ impl Table {
 impl ConnectionCap {
     /// A table with these caps.
     pub fn new(caps: Caps) -> Self {
-        ConnectionCap { caps, table: Arc::default() }
+        ConnectionCap { caps, table: Arc::default(), evictions: Counter::default() }
+    }
+
+    /// The same table, counting its evictions in `counter`.
+    pub fn counting_evictions(self, counter: Counter) -> Self {
+        ConnectionCap { evictions: counter, ..self }
     }
 
     /// How full the table is, 0.0 to 1.0.
@@ -187,8 +206,11 @@ impl ConnectionCap {
                 return Err(Refused::NetworkCap);
             }
         }
-        if table.open.len() >= self.caps.max.max(1) && !(self.caps.evict && table.evict_one_handshaking()) {
-            return Err(Refused::Cap);
+        if table.open.len() >= self.caps.max.max(1) {
+            if !(self.caps.evict && table.evict_one_idle()) {
+                return Err(Refused::Cap);
+            }
+            self.evictions.inc();
         }
         let id = table.next;
         table.next += 1;
@@ -237,20 +259,19 @@ pub struct Capped<I> {
 }
 
 impl<I> Capped<I> {
-    /// Marks the handshake finished: never evicted from now on.
-    pub fn handshaken(&self) {
-        self.slot.signal.handshaken.store(true, Ordering::Release);
-        self.slot.signal.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+    /// The mark this connection's requests set.
+    pub fn request_mark(&self) -> RequestMark {
+        RequestMark(self.slot.signal.clone())
     }
 
     /// `Err` once evicted; else registers the waker an eviction wakes
-    /// (only while the handshake runs: nothing evicts a connection after).
+    /// (only while idle: nothing evicts a connection after).
     fn check(&self, cx: &Context<'_>) -> io::Result<()> {
         let signal = &self.slot.signal;
         if signal.evicted.load(Ordering::Acquire) {
             return Err(io::Error::new(io::ErrorKind::ConnectionAborted, Refused::Evicted));
         }
-        if !signal.handshaken.load(Ordering::Acquire) {
+        if signal.idle() {
             let mut waker = signal.waker.lock().unwrap_or_else(|e| e.into_inner());
             if !waker.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
                 *waker = Some(cx.waker().clone());
@@ -291,14 +312,53 @@ pub fn handshake_time(configured: Duration, occupancy: f64) -> Duration {
     if occupancy >= PRESSURE { configured.min(PRESSED_HANDSHAKE) } else { configured }
 }
 
+/// Set by a connection's service when a request reaches it (its headers
+/// read): from then on the connection is never evicted. Cheap to clone.
+#[derive(Clone)]
+pub struct RequestMark(Arc<Signal>);
+
+impl RequestMark {
+    fn set(&self) {
+        if !self.0.requested.swap(true, Ordering::AcqRel) {
+            self.0.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
+        }
+    }
+}
+
+/// A connection's service that sets its [`RequestMark`] at each request.
+#[derive(Clone)]
+pub struct Marking<S> {
+    inner: S,
+    mark: RequestMark,
+}
+
+impl<S, R> tower_service::Service<R> for Marking<S>
+where
+    S: tower_service::Service<R>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, request: R) -> S::Future {
+        self.mark.set();
+        self.inner.call(request)
+    }
+}
+
 /// From this occupancy on, handshakes get [`PRESSED_HANDSHAKE`].
 const PRESSURE: f64 = 0.75;
 /// The time a handshake gets under pressure.
 const PRESSED_HANDSHAKE: Duration = Duration::from_secs(1);
 
 /// The TLS acceptor with the table's bookkeeping around it: the handshake
-/// within [`handshake_time`] of the table's occupancy at accept, and marked
-/// finished on its stream, so the connection is never evicted after.
+/// within [`handshake_time`] of the table's occupancy at accept, and the
+/// connection's service [`Marking`] its requests, so the connection is never
+/// evicted once one arrived.
 #[derive(Clone)]
 pub struct Shedding<A> {
     /// The TLS acceptor (over a [`ConnectionCap`]).
@@ -317,8 +377,8 @@ where
     A::Service: Send + 'static,
 {
     type Stream = A::Stream;
-    type Service = A::Service;
-    type Future = Pin<Box<dyn std::future::Future<Output = io::Result<(A::Stream, A::Service)>> + Send>>;
+    type Service = Marking<A::Service>;
+    type Future = Pin<Box<dyn std::future::Future<Output = io::Result<(A::Stream, Self::Service)>> + Send>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
         let within = handshake_time(self.handshake, self.cap.occupancy());
@@ -327,8 +387,8 @@ where
             let (stream, service) = tokio::time::timeout(within, handshake)
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, Refused::HandshakeTimeout))??;
-            stream.get_ref().0.handshaken();
-            Ok((stream, service))
+            let mark = stream.get_ref().0.request_mark();
+            Ok((stream, Marking { inner: service, mark }))
         })
     }
 }
@@ -342,14 +402,14 @@ mod tests {
     }
 
     #[test]
-    fn a_full_table_evicts_the_oldest_handshake_never_a_served_connection() {
+    fn a_full_table_evicts_the_oldest_idle_connection_never_a_served_one() {
         let table = cap(3, 0, 0);
         let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
         let served = table.admit(ip("192.0.2.1")).unwrap();
-        served.signal.handshaken.store(true, Ordering::Release);
+        RequestMark(served.signal.clone()).set();
         let lone = table.admit(ip("203.0.113.9")).unwrap();
         let flood_old = table.admit(ip("198.51.100.1")).unwrap();
-        let table = ConnectionCap { caps: Caps { max: 4, ..table.caps }, table: table.table.clone() };
+        let table = ConnectionCap { caps: Caps { max: 4, ..table.caps }, ..table.clone() };
         let flood_new = table.admit(ip("198.51.100.1")).unwrap();
         let fresh = table.admit(ip("203.0.113.10")).expect("a new source gets a slot");
         assert!(flood_old.signal.evicted.load(Ordering::Acquire), "the flood's oldest goes");
@@ -361,10 +421,14 @@ mod tests {
         // Among sources holding one each, the oldest goes.
         let next = table.admit(ip("203.0.113.11")).unwrap();
         assert!(lone.signal.evicted.load(Ordering::Acquire));
-        for slot in [&flood_new, &fresh, &next] {
-            slot.signal.handshaken.store(true, Ordering::Release);
+        // Through its handshake or not, a connection with no request is idle.
+        let after = table.admit(ip("203.0.113.13")).unwrap();
+        assert!(flood_new.signal.evicted.load(Ordering::Acquire), "a handshake with no request is idle");
+        for slot in [&fresh, &next, &after] {
+            RequestMark(slot.signal.clone()).set();
         }
         assert!(matches!(table.admit(ip("203.0.113.12")), Err(Refused::Cap)), "all busy: refused");
+        assert_eq!(table.evictions.get(), 3, "each eviction counted once");
     }
 
     #[test]

@@ -362,12 +362,14 @@ impl Prepared {
         let rustls = RustlsConfig::from_config(Arc::new(
             crate::tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
         ));
+        let evicted = metrics::OutcomeLabels { outcome: "evicted" };
         let cap = accept::ConnectionCap::new(accept::Caps {
             max: self.config.max_connections,
             per_source: self.config.max_connections_per_source,
             per_network: self.config.max_connections_per_network,
             evict: true,
-        });
+        })
+        .counting_evictions(self.app.metrics.connection_failures.get_or_create(&evicted).clone());
         let acceptor = accept::Shedding {
             tls: RustlsAcceptor::new(rustls)
                 .handshake_timeout(self.config.handshake_timeout)
@@ -482,7 +484,8 @@ fn count_accept_error(app: &App, accepted: bool, error: &std::io::Error) {
         Some(accept::Refused::Cap) => "connection_cap",
         Some(accept::Refused::SourceCap) => "source_cap",
         Some(accept::Refused::NetworkCap) => "network_cap",
-        Some(accept::Refused::Evicted) => "evicted",
+        // Counted by the table when it evicted.
+        Some(accept::Refused::Evicted) => return,
         Some(accept::Refused::HandshakeTimeout) => "tls",
         None if !accepted
             && error.raw_os_error().is_some_and(|code| {

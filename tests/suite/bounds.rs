@@ -221,6 +221,67 @@ async fn idle_connections_from_many_addresses_never_shut_a_new_source_out() {
     server.stop().await;
 }
 
+/// A TLS connection from `from` to `addr`, its handshake done.
+async fn handshaken_from(
+    from: &str,
+    addr: SocketAddr,
+) -> tokio_rustls::client::TlsStream<tokio::net::TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let tcp = socket.connect(addr).await.unwrap();
+    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
+    let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
+    tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap()
+}
+
+#[tokio::test]
+async fn handshaken_connections_that_send_nothing_are_evicted_but_never_one_mid_request() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let fx = Fixture::new();
+    let mut config = fx.config();
+    config.max_connections = 16;
+    config.max_connections_per_source = 0;
+    config.max_connections_per_network = 0;
+    let server = InProcess::start(config).await;
+    let addr = server.addr;
+    // A request whose headers are in and whose body is still to come.
+    let body = announcement("edge", &certs::mint_node_ca("edge").unwrap(), "", &new_secret());
+    let mut slow = handshaken_from("127.0.0.1", addr).await;
+    let head = format!(
+        "POST /register HTTP/1.1\r\nHost: controller.fleet.janus\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        body.len()
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.flush().await.unwrap();
+    // Past their handshakes, sending nothing: the whole table, from one source.
+    let mut idle = Vec::new();
+    for _ in 0..16 {
+        idle.push(handshaken_from("127.7.0.1", addr).await);
+    }
+    let client = node_client(&fx, addr);
+    for _ in 0..10 {
+        let answer = try_get(&client, "/healthz", None).await;
+        assert_eq!(answer.map(|a| a.status), Some(200), "a new source is answered");
+    }
+    let mut evicted = 0;
+    for tls in &mut idle {
+        let mut byte = [0u8; 1];
+        let read = tokio::time::timeout(Duration::from_millis(200), tls.read(&mut byte)).await;
+        if matches!(read, Ok(Ok(0)) | Ok(Err(_))) {
+            evicted += 1;
+        }
+    }
+    // One for the last of the 16, one (or more) for the new source's first.
+    assert!(evicted >= 2, "idle connections made room: {evicted} closed");
+    // The request under way was never cut off: its body goes, its answer comes.
+    slow.write_all(&body).await.unwrap();
+    let mut answer = vec![0u8; 16];
+    slow.read_exact(&mut answer).await.unwrap();
+    assert!(answer.starts_with(b"HTTP/1.1 201"), "{}", String::from_utf8_lossy(&answer));
+    server.stop().await;
+}
+
 #[test]
 fn the_metrics_listener_is_capped_and_closes_idle_connections() {
     let fx = Fixture::new();
