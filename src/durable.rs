@@ -296,6 +296,23 @@ pub fn read_fresh(path: &Path) -> io::Result<Vec<u8>> {
     retry_stale(|| fs::read(path))
 }
 
+/// Reads a file this crate writes, never through a link: a link in its
+/// place reads as ELOOP ([`is_a_link`]), stale handles retried. Not for
+/// `tokens`, which an admin may link to a file of their own.
+pub fn read_own(path: &Path) -> io::Result<Vec<u8>> {
+    retry_stale(|| {
+        let mut file = OpenOptions::new().read(true).custom_flags(libc_nofollow()).open(path)?;
+        let mut bytes = Vec::new();
+        io::Read::read_to_end(&mut file, &mut bytes)?;
+        Ok(bytes)
+    })
+}
+
+/// Whether `e` is the refusal of a link `O_NOFOLLOW` opened.
+pub fn is_a_link(e: &io::Error) -> bool {
+    os_error(e) == Some(rustix::io::Errno::LOOP.raw_os_error())
+}
+
 /// What a look at a name found: there, not there, or that cannot be told.
 /// `Path::exists` folds the third into the second (an EACCES, an ESTALE,
 /// an EIO reads as "absent"), which is how a decision fails open; it is a

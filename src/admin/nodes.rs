@@ -33,11 +33,15 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
         NodesCommand::Reject(IdArg { id: node }) => {
             let (id, record) = find(&store, node, Among::NotRejected)
                 .or_else(|e| find(&store, node, Among::All).map_err(|_| e))?;
-            if store.is_rejected(&id) {
+            let ca = ca_sha256_of(&record);
+            // Rejected, and its CA with it: unless that was lifted since (a
+            // `nodes forget` of the record the CA was rejected with), and
+            // then this rejects the CA again.
+            let ca_rejected = !crate::store::is_sha256_hex(&ca) || store.is_ca_rejected(&ca)?;
+            if store.is_rejected(&id) && ca_rejected {
                 return Ok(format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)));
             }
             let user = current_user();
-            let ca = ca_sha256_of(&record);
             store.reject(&id, &ca, &user)?;
             audit(
                 &store,

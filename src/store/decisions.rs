@@ -46,8 +46,9 @@ impl Store {
     pub fn approval(&self, id: &NodeId) -> Option<Approval> {
         use std::os::unix::fs::MetadataExt;
         let path = self.approval_path(id);
-        let meta = durable::retry_stale(|| fs::metadata(&path)).ok()?;
-        let note = durable::read_fresh(&path).unwrap_or_default();
+        // The name's own owner and content: a link is not followed.
+        let meta = durable::retry_stale(|| fs::symlink_metadata(&path)).ok()?;
+        let note = durable::read_own(&path).unwrap_or_default();
         Some(
             serde_json::from_slice(&note).unwrap_or_else(|_| Approval {
                 by: DecidedBy::ApprovalFile,
@@ -108,15 +109,17 @@ impl Store {
 
     /// The note of a rejected CA: `None` when it is not rejected, an
     /// error when that cannot be told. A note that does not parse (an
-    /// admin's `touch`) rejects the CA, naming no record.
+    /// admin's `touch`), or a link in its place (not followed), rejects the
+    /// CA, naming no record.
     pub(super) fn ca_rejection(&self, ca_sha256: &str) -> io::Result<Option<CaRejection>> {
         if !is_sha256_hex(ca_sha256) {
             return Ok(None);
         }
         let path = self.ca_rejection_path(ca_sha256);
-        match durable::read_fresh(&path) {
+        match durable::read_own(&path) {
             Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).unwrap_or_default())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+            Err(e) if durable::is_a_link(&e) => Ok(Some(CaRejection::default())),
             Err(e) => Err(Undecidable::refuse("whether this CA is rejected", &durable::with_path(e, &path))),
         }
     }

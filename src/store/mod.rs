@@ -57,7 +57,7 @@ fn read_record_at<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Opt
 }
 
 /// 64 lowercase hex digits: safe as a file name.
-fn is_sha256_hex(s: &str) -> bool {
+pub(crate) fn is_sha256_hex(s: &str) -> bool {
     s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
 }
 

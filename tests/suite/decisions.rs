@@ -151,6 +151,30 @@ async fn forgetting_any_record_but_the_rejected_one_keeps_its_ca_rejected() {
 }
 
 #[tokio::test]
+async fn rejecting_again_a_record_whose_cas_rejection_was_lifted_rejects_the_ca_again() {
+    let fx = Fixture::new();
+    fx.write_tokens("token-1\n");
+    let server = Process::start(&fx.serve_args());
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (first, _) = announce_with(&client, &ca, "", &new_secret()).await;
+    assert!(admin(&fx.state(), &["nodes", "reject", &first]).0);
+    // Rejected by the server for its CA, then the CA's rejection lifted.
+    let (later, _) = announce_with(&client, &ca, "", &new_secret()).await;
+    let (ok, out, _) = admin(&fx.state(), &["nodes", "forget", &first]);
+    assert!(ok && out.contains("lifted"), "{out}");
+    // Still rejected itself, but its CA no longer: rejecting it again is no
+    // "nothing changed", it rejects the CA again.
+    let (ok, out, err) = admin(&fx.state(), &["nodes", "reject", &later]);
+    assert!(ok && !out.contains("nothing changed"), "{out} {err}");
+    assert!(fx.state().join("rejected-cas").join(ca_hash(&ca)).exists(), "the CA is rejected again");
+    let (_, admitted) = announce_with(&client, &ca, "token-1", &new_secret()).await;
+    assert!(!admitted, "a token does not admit the CA rejected again");
+    let (ok, out, _) = admin(&fx.state(), &["nodes", "reject", &later]);
+    assert!(ok && out.contains("nothing changed"), "now both are: {out}");
+}
+
+#[tokio::test]
 async fn a_spent_token_is_honoured_for_its_node_only_within_the_window() {
     let fx = Fixture::new();
     fx.write_tokens("the-token\n");

@@ -260,6 +260,28 @@ async fn an_unreadable_ca_rejection_refuses_the_announcement() {
 }
 
 #[tokio::test]
+async fn a_link_in_place_of_a_ca_rejection_rejects_and_is_never_followed() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    // A link to nothing: followed, it would read "not rejected".
+    let target = fx.dir.path().join("nowhere");
+    fs::create_dir_all(fx.state().join("rejected-cas")).unwrap();
+    let note = fx.state().join("rejected-cas").join(ca_hash(&ca));
+    std::os::unix::fs::symlink(&target, &note).unwrap();
+    let (id, _, status) = announce(&client, "edge", &ca, "").await;
+    assert_eq!(status, 201);
+    let (ok, out, _) = admin(&fx.state(), &["nodes", "show", &id]);
+    assert!(ok && out.contains("rejected"), "the CA's announcement is rejected: {out}");
+    // Its next announcement rewrites the note in place of the link, never through it.
+    announce(&client, "edge", &ca, "").await;
+    assert!(fs::symlink_metadata(&target).is_err(), "nothing made at the link's target");
+    assert!(!fs::symlink_metadata(&note).unwrap().file_type().is_symlink(), "the note replaced the link");
+    server.stop().await;
+}
+
+#[tokio::test]
 async fn a_retry_finds_its_use_when_the_ca_index_was_never_linked() {
     let fx = Fixture::new();
     fx.write_tokens("");
