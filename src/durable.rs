@@ -124,11 +124,11 @@ fn write_temp(temp: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 pub fn create_exclusive(path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool> {
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
-    let linked = write_temp(&temp, bytes, mode).and_then(|()| fs::hard_link(&temp, path));
+    let linked = write_temp(&temp, bytes, mode).and_then(|()| link_new(&temp, path));
     let _ = fs::remove_file(&temp);
     match linked {
-        Ok(()) => {}
-        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
+        Ok(true) => {}
+        Ok(false) => return Ok(false),
         Err(e) => return Err(with_path(e, path)),
     }
     if let Err(e) = sync_dir(dir) {
@@ -296,6 +296,20 @@ pub fn read_fresh(path: &Path) -> io::Result<Vec<u8>> {
     retry_stale(|| fs::read(path))
 }
 
+/// Gives `existing`'s file a second name, `new`, if nothing (no file, no
+/// link) has that name: `link(2)` neither follows nor replaces, and the
+/// file server decides it atomically, so of several racing processes (on
+/// several hosts) exactly one gets `Ok(true)`. The caller `fsync`s the
+/// directory (several links may share one `fsync`).
+pub fn link_new(existing: &Path, new: &Path) -> io::Result<bool> {
+    #[expect(clippy::disallowed_methods, reason = "the one place a second name is given")]
+    match fs::hard_link(existing, new) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
+        Err(e) => Err(e),
+    }
+}
+
 /// Reads a file this crate writes, never through a link: a link in its
 /// place reads as ELOOP ([`is_a_link`]), stale handles retried. Not for
 /// `tokens`, which an admin may link to a file of their own.
@@ -306,6 +320,29 @@ pub fn read_own(path: &Path) -> io::Result<Vec<u8>> {
         io::Read::read_to_end(&mut file, &mut bytes)?;
         Ok(bytes)
     })
+}
+
+/// Reads `path` whole, following a link, stale handles retried: refused
+/// (InvalidData, naming the bound) when it holds more than `max` bytes, so
+/// a file's size never decides how much this process allocates.
+pub fn read_at_most(path: &Path, max: u64) -> io::Result<Vec<u8>> {
+    retry_stale(|| read_open_at_most(&File::open(path)?, max))
+}
+
+/// Reads an open file from where it is to its end, refused beyond `max`
+/// bytes as [`read_at_most`] is.
+pub fn read_open_at_most(file: &File, max: u64) -> io::Result<Vec<u8>> {
+    let len = file.metadata()?.len();
+    let mut bytes = Vec::with_capacity(len.min(max) as usize);
+    io::Read::read_to_end(&mut io::Read::take(file, max + 1), &mut bytes)?;
+    if len > max || bytes.len() as u64 > max {
+        let size = len.max(bytes.len() as u64);
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!("{size} bytes, over the {} MiB such a file may hold", max >> 20),
+        ));
+    }
+    Ok(bytes)
 }
 
 /// Whether `e` is the refusal of a link `O_NOFOLLOW` opened.

@@ -35,7 +35,7 @@ use sha2::Sha256;
 use super::NodeId;
 use super::tokens::MAX_USES;
 use crate::durable::{
-    create_exclusive, ensure_private_dir, libc_nofollow, present, retry_stale, sync_dir, with_path,
+    create_exclusive, ensure_private_dir, libc_nofollow, link_new, present, retry_stale, sync_dir, with_path,
 };
 
 /// The ledger's directory: one marker per use of a token.
@@ -56,7 +56,7 @@ impl Mac {
     }
     /// A MAC read back from a record's `token_claim`.
     pub fn parse(s: &str) -> Option<Mac> {
-        (s.len() == 64 && s.bytes().all(|b| b.is_ascii_hexdigit())).then(|| Mac(s.to_string()))
+        crate::pki::is_hex(s, 64).then(|| Mac(s.to_string()))
     }
 }
 
@@ -107,26 +107,21 @@ impl Ledger {
     /// of a second file saves a round of `fsync`s per admission.
     pub fn claim(&self, mac: &Mac, n: u32, record: &Path, ca_sha256: Option<&str>) -> io::Result<bool> {
         let marker = self.marker(mac, n);
-        let linked = match fs::hard_link(record, &marker) {
+        let linked = match link_new(record, &marker) {
             Err(e) if e.kind() == io::ErrorKind::NotFound && !self.dir.is_dir() => {
                 ensure_private_dir(&self.dir)?;
                 tracing::warn!(dir = %self.dir.display(), "recreated the missing token ledger directory");
-                fs::hard_link(record, &marker)
+                link_new(record, &marker)
             }
             other => other,
         };
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => return Ok(false),
-            Err(e) => return Err(with_path(e, &marker)),
+        if !linked.map_err(|e| with_path(e, &marker))? {
+            return Ok(false);
         }
         // The same CA's first use keeps its entry (the answer lost was that one's).
         if let Some(ca) = ca_sha256.filter(|ca| super::is_sha256_hex(ca)) {
             let index = self.by_ca(mac, ca);
-            match fs::hard_link(record, &index) {
-                Err(e) if e.kind() != io::ErrorKind::AlreadyExists => return Err(with_path(e, &index)),
-                _ => {}
-            }
+            link_new(record, &index).map_err(|e| with_path(e, &index))?;
         }
         // A failed sync leaves the marker: another process may already have
         // seen it and finished the admission. The claim's owner reports the
@@ -215,9 +210,9 @@ impl Ledger {
             return Ok(());
         }
         let index = self.by_ca(mac, ca_sha256);
-        match fs::hard_link(self.marker(mac, n), &index) {
-            Ok(()) => sync_dir(&self.dir).map_err(|e| with_path(e, &self.dir)),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(()),
+        match link_new(&self.marker(mac, n), &index) {
+            Ok(true) => sync_dir(&self.dir).map_err(|e| with_path(e, &self.dir)),
+            Ok(false) => Ok(()),
             Err(e) => Err(with_path(e, &index)),
         }
     }
@@ -246,10 +241,8 @@ impl Ledger {
                 record.get("ca_sha256")?.as_str().map(str::to_string)
             });
             let Some(ca) = ca.filter(|ca| super::is_sha256_hex(ca)) else { continue };
-            match fs::hard_link(entry.path(), self.by_ca(&mac, &ca)) {
-                Ok(()) => indexed += 1,
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(with_path(e, &entry.path())),
+            if link_new(&entry.path(), &self.by_ca(&mac, &ca)).map_err(|e| with_path(e, &entry.path()))? {
+                indexed += 1;
             }
         }
         if indexed > 0 {

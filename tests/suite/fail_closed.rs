@@ -426,3 +426,51 @@ async fn a_refused_fleet_is_said_until_a_good_one_is_back() {
     let healthy = eventually(|| get(&client, "/healthz", None), |a| json(a)["status"] == "ok").await;
     assert_eq!(healthy.status, 200, "{}", server.log());
 }
+
+/// Grows `path` past 64 MiB with comment lines, as a runaway script might.
+fn grow_past_64_mib(path: &std::path::Path) {
+    use std::io::Write;
+    let mut file = fs::OpenOptions::new().append(true).create(true).open(path).unwrap();
+    let line = format!("# {}\n", "x".repeat(1021));
+    let block = line.repeat(1024);
+    for _ in 0..=64 {
+        file.write_all(block.as_bytes()).unwrap();
+    }
+}
+
+#[tokio::test]
+async fn a_tokens_file_past_its_size_bound_is_refused_not_read() {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let token = add_token(&fx.state(), &[]);
+    grow_past_64_mib(&fx.state().join("tokens"));
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let answer = post(&client, &announcement("edge", &ca, &token, &new_secret())).await;
+    assert_eq!(answer.status, 503, "refused, never taken as not listed: {}", answer.text());
+    assert!(json(&answer)["error"].as_str().unwrap().contains("cannot tell"), "{}", answer.text());
+    let health = try_get(&client, "/healthz", None).await.unwrap();
+    assert_eq!(health.status, 200, "tokenless nodes are still served");
+    assert!(health.text().contains("64 MiB"), "degraded, and why: {}", health.text());
+    let (ok, _, err) = admin(&fx.state(), &["tokens", "add"]);
+    assert!(!ok && err.contains("64 MiB"), "{err}");
+    server.stop().await;
+}
+
+#[tokio::test]
+async fn a_metadata_file_past_its_size_bound_is_unreadable() {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let token = add_token(&fx.state(), &["--uses", "3"]);
+    grow_past_64_mib(&fx.state().join(META_FILE));
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let answer = post(&client, &announcement("edge", &ca, &token, &new_secret())).await;
+    assert_eq!(answer.status, 503, "{}", answer.text());
+    assert!(answer.text().contains("64 MiB"), "{}", answer.text());
+    let (ok, _, err) = admin(&fx.state(), &["tokens", "add", "--uses", "2"]);
+    assert!(!ok && err.contains("64 MiB"), "{err}");
+    server.stop().await;
+}

@@ -9,12 +9,17 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{self, Read, Seek};
+use std::io::{self, Seek};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::Path;
 use std::sync::MutexGuard;
 
 use super::Tokens;
+
+/// The largest `tokens` file read: about two million tokens. A larger one
+/// is unreadable (its tokens refused, `/healthz` degraded); `tokens add`
+/// refuses to make one.
+pub const MAX_FILE_BYTES: u64 = 64 << 20;
 use crate::durable::with_path;
 
 /// A file's identity: any write by anyone changes one of these.
@@ -138,9 +143,9 @@ impl Tokens {
 
     pub(super) fn reread(&self, mut file: &File) -> io::Result<Listed> {
         let stamp = Stamp::of(&file.metadata()?);
-        let mut bytes = Vec::with_capacity(stamp.size as usize);
         file.seek(io::SeekFrom::Start(0))?;
-        file.read_to_end(&mut bytes).map_err(|e| with_path(e, &self.path))?;
+        let bytes =
+            crate::durable::read_open_at_most(file, MAX_FILE_BYTES).map_err(|e| with_path(e, &self.path))?;
         let mut listed = Listed { stamp: Some(stamp), unswept: true, ..Listed::default() };
         for (word, offset) in parse(&bytes) {
             let offsets = listed.tokens.entry(word.to_string()).or_default();

@@ -35,6 +35,12 @@ pub const MAX_USES: u32 = 10_000;
 /// metadata file may hold.
 pub const MAX_DESCRIPTION: usize = 1_000;
 
+/// The largest `tokens.meta.json` (and its good copy) read or written:
+/// about 64,000 entries with the longest descriptions, far more with
+/// none. A larger file is unreadable (fail closed); `tokens add` refuses
+/// to make one.
+pub const MAX_META_BYTES: u64 = 64 << 20;
+
 /// What `tokens add` knows about a token beyond the token itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenMeta {
@@ -96,7 +102,7 @@ pub struct MetaUnreadable(pub String);
 
 /// A metadata file, every entry within its bounds; `None` when missing.
 pub(super) fn read_meta_at(path: &Path) -> io::Result<Option<BTreeMap<String, TokenMeta>>> {
-    let bytes = match crate::durable::read_fresh(path) {
+    let bytes = match crate::durable::read_at_most(path, MAX_META_BYTES) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(with_path(e, path)),
@@ -259,7 +265,22 @@ impl Tokens {
             self.keep_good_copy(meta);
             return Ok(());
         }
-        write_atomic(&self.meta_path, &serde_json::to_vec_pretty(meta).map_err(io::Error::other)?, 0o600)?;
+        let bytes = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
+        if bytes.len() as u64 > MAX_META_BYTES {
+            return Err(with_path(
+                io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "refusing: the metadata would be {} bytes, over the {} MiB it may hold; revoke or \
+                         tidy spent tokens first",
+                        bytes.len(),
+                        MAX_META_BYTES >> 20
+                    ),
+                ),
+                &self.meta_path,
+            ));
+        }
+        write_atomic(&self.meta_path, &bytes, 0o600)?;
         self.keep_good_copy(meta);
         Ok(())
     }

@@ -144,7 +144,8 @@ impl Tokens {
         if token.is_empty() {
             return Ok(Offer::Unknown);
         }
-        self.refresh()?;
+        // Unreadable (EACCES, EIO, past its size bound): refused, never "not listed".
+        self.refresh().map_err(|e| super::error::Undecidable::refuse("whether this token is listed", &e))?;
         if !self.listed().tokens.contains_key(token) {
             return Ok(Offer::Unknown);
         }
@@ -235,14 +236,6 @@ impl Tokens {
     pub fn add(&self, tokens: &[String], meta: &TokenMeta) -> io::Result<()> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
-        let plain = TokenMeta { added_at: String::new(), added_by: String::new(), ..meta.clone() };
-        if plain != TokenMeta::default() || !meta.added_by.is_empty() {
-            let mut book = self.read_meta()?;
-            for t in tokens {
-                book.insert(sha256_hex(t.as_bytes()), meta.clone());
-            }
-            self.write_meta(&book)?;
-        }
         let mut text = String::new();
         if !ends_with_newline(&self.path)? {
             text.push('\n');
@@ -251,7 +244,33 @@ impl Tokens {
             text.push_str(t);
             text.push('\n');
         }
+        self.refuse_past_bound(text.len() as u64)?;
+        let plain = TokenMeta { added_at: String::new(), added_by: String::new(), ..meta.clone() };
+        if plain != TokenMeta::default() || !meta.added_by.is_empty() {
+            let mut book = self.read_meta()?;
+            for t in tokens {
+                book.insert(sha256_hex(t.as_bytes()), meta.clone());
+            }
+            self.write_meta(&book)?;
+        }
         append_durably(&self.path, text.as_bytes(), 0o600, true)
+    }
+
+    /// Refuses to grow `tokens` by `more` bytes past [`file::MAX_FILE_BYTES`].
+    fn refuse_past_bound(&self, more: u64) -> io::Result<()> {
+        let size = match std::fs::metadata(&self.path) {
+            Ok(meta) => meta.len(),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
+            Err(e) => return Err(with_path(e, &self.path)),
+        };
+        if size + more <= file::MAX_FILE_BYTES {
+            return Ok(());
+        }
+        let why = format!(
+            "refusing: tokens would be over the {} MiB it may hold; tidy spent tokens out of it first",
+            file::MAX_FILE_BYTES >> 20
+        );
+        Err(with_path(io::Error::new(io::ErrorKind::InvalidInput, why), &self.path))
     }
 
     /// The tokens with a use left, redacted, in file order.

@@ -154,8 +154,15 @@ struct World {
     /// Bumped each time the disk is filled or freed: a request that spans
     /// one may fail with a 500 (ENOSPC), as promised.
     disk_epoch: AtomicU64,
-    /// One fill or free at a time.
-    disk_hands: Mutex<()>,
+    /// One fill or free (or denial of writes) at a time; held across a
+    /// denial's health probes.
+    disk_hands: tokio::sync::Mutex<()>,
+    /// The uid the servers run as when this test runs as root (the admin
+    /// commands then run as root, as under `sudo`): `None` otherwise.
+    owner: Option<u32>,
+    /// The links planted in the state directory, to a canary outside it or
+    /// to nothing, that no writer may follow ([`owners`]).
+    links: Mutex<Vec<std::path::PathBuf>>,
 }
 
 impl World {
@@ -173,10 +180,6 @@ impl World {
 
     fn state(&self) -> std::path::PathBuf {
         self.fx.state()
-    }
-
-    fn serve_args(&self) -> Vec<String> {
-        serve_args(&self.fx)
     }
 
     /// A running server's address, its index and epoch.
@@ -229,7 +232,7 @@ fn admin_cmd(world: &World, args: &[&str]) -> (bool, String) {
 }
 
 async fn step(world: &Arc<World>, rng: &mut StdRng) {
-    let roll = rng.random_range(0..100u32);
+    let roll = rng.random_range(0..105u32);
     match roll {
         0..=5 => add_token(world, rng).await,
         6..=35 => announce_with_token(world, rng).await,
@@ -254,6 +257,8 @@ async fn step(world: &Arc<World>, rng: &mut StdRng) {
             let (world, leave) = (world.clone(), rng.random_range(0..4 * 1024u64));
             tokio::task::spawn_blocking(move || fill_or_free(&world, leave)).await.unwrap();
         }
+        98..=100 => owners::plant_link(world, rng),
+        101..=102 => owners::deny_writes(world, rng).await,
         _ => tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await,
     }
 }
@@ -437,12 +442,14 @@ async fn approve_node(world: &Arc<World>, id: String, force: bool) {
 fn touch_approval(world: &Arc<World>, rng: &mut StdRng) {
     let Some((id, _, _)) = random_node(world, rng) else { return };
     let path = world.state().join("approved").join(&id);
-    if path.exists() {
+    // Not `exists`: a dangling link planted there is not written through.
+    if fs::symlink_metadata(&path).is_ok() {
         return;
     }
     let start = world.tick();
-    if fs::write(&path, b"").is_err() {
-        return; // a full disk
+    // `create_new` (O_EXCL) fails on a link planted meanwhile.
+    if fs::OpenOptions::new().write(true).create_new(true).open(&path).is_err() {
+        return; // a full disk, or a link
     }
     let record = record_exists(world, &id);
     world.log(Event::Approved { id, start, record });
@@ -543,6 +550,10 @@ fn meta_by_hand(world: &Arc<World>, aside: bool) {
             }
         }
         None => {
+            // A planted link is not the admin's file to edit.
+            if fs::symlink_metadata(&path).is_ok_and(|m| m.file_type().is_symlink()) {
+                return;
+            }
             let Ok(bytes) = fs::read(&path) else { return };
             if aside {
                 fs::remove_file(&path).unwrap();
@@ -576,7 +587,7 @@ fn fill_or_free(world: &World, leave: u64) {
     if world.disk.is_none() {
         return;
     }
-    let _hands = world.disk_hands.lock().unwrap();
+    let _hands = world.disk_hands.blocking_lock();
     let filler = world.fx.dir.path().join("state").join("filler");
     let epoch = world.disk_epoch.load(Ordering::SeqCst);
     if epoch % 2 == 1 {
@@ -634,7 +645,8 @@ async fn kill_a_server(world: &Arc<World>, rng: &mut StdRng) {
     };
     drop(old); // Process's drop: SIGKILL, then wait
     let world2 = world.clone();
-    let fresh = tokio::task::spawn_blocking(move || Process::start(&world2.serve_args())).await.unwrap();
+    let fresh =
+        tokio::task::spawn_blocking(move || owners::start_server(&world2.fx, world2.owner)).await.unwrap();
     world.servers[i].lock().unwrap().process = Some(fresh);
 }
 
@@ -675,6 +687,7 @@ fn terminate(world: &World) -> Vec<String> {
 /// Every broken promise the files and the log show.
 fn check(world: &World) -> Vec<String> {
     let mut broken = terminate(world);
+    broken.extend(owners::links_followed(world));
     let state = world.state();
     let events = world.events.lock().unwrap().clone();
     let tokens = world.tokens.lock().unwrap();
@@ -833,9 +846,11 @@ fn new_world() -> Arc<World> {
         SAID.call_once(|| skipped("mount -t tmpfs is refused here: no schedule fills the disk"));
     }
     fx.write_tokens("");
+    let owner = owners::hand_over(&fx);
     let servers = (0..SERVERS)
         .map(|_| {
-            Mutex::new(Server { process: Some(Process::start(&serve_args(&fx))), stopped: false, epoch: 0 })
+            let process = owners::start_server(&fx, owner);
+            Mutex::new(Server { process: Some(process), stopped: false, epoch: 0 })
         })
         .collect();
     Arc::new(World {
@@ -852,7 +867,9 @@ fn new_world() -> Arc<World> {
         tokens_backup: Mutex::default(),
         meta_hands: Mutex::default(),
         disk_epoch: AtomicU64::new(0),
-        disk_hands: Mutex::default(),
+        disk_hands: tokio::sync::Mutex::default(),
+        owner,
+        links: Mutex::default(),
     })
 }
 
@@ -861,11 +878,13 @@ fn new_world() -> Arc<World> {
 async fn finish(world: &Arc<World>) -> Vec<String> {
     // Room comes back, and whatever is away, before the servers stop, as an admin would do.
     if world.disk_epoch.load(Ordering::SeqCst) % 2 == 1 {
-        fill_or_free(world, 0);
+        let world = world.clone();
+        tokio::task::spawn_blocking(move || fill_or_free(&world, 0)).await.unwrap();
     }
     if let Some((bytes, _)) = world.meta_away.lock().unwrap().take() {
         fs::write(world.state().join(META_FILE), bytes).unwrap();
     }
+    owners::remove_links(world);
     tokio::time::sleep(Duration::from_millis(1600)).await; // the last SIGCONT
     spend_every_use(world).await;
     let world = world.clone();
@@ -923,9 +942,12 @@ async fn a_randomized_adversary_breaks_no_promise() {
     }
     eprintln!(
         "adversary: {schedules} schedule(s) of {STEPS} steps, seeds {base}..={}, {events} events checked, \
-         no promise broken",
-        base + schedules - 1
+         {} links planted, {} denials of writes said by /healthz, no promise broken",
+        base + schedules - 1,
+        owners::LINKS_PLANTED.load(Ordering::Relaxed),
+        owners::DENIALS_SAID.load(Ordering::Relaxed),
     );
 }
 
+mod owners;
 mod scenarios;
