@@ -12,6 +12,25 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --locked -q
 bin_dir=$(mktemp -d)
+work=""
+blocks=""
+# Servers a block started and left (their working directory is the
+# block's), and every directory made here: gone however this ends.
+stop_servers() {
+  local pid
+  [ -n "$work" ] || return 0
+  for pid in $(pgrep -f janus-registration 2>/dev/null || true); do
+    if [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$work" ]; then
+      kill "$pid" 2>/dev/null || true
+    fi
+  done
+}
+# shellcheck disable=SC2317 # run by the trap
+cleanup() {
+  stop_servers
+  rm -rf "$bin_dir" "$work" "$blocks"
+}
+trap cleanup EXIT
 ln -s "$PWD/target/debug/janus-registration" "$bin_dir/janus-registration"
 status=0
 checked=0
@@ -49,12 +68,11 @@ PY
     fi
   done
   # A block that started a server and failed before stopping it.
-  for pid in $(pgrep -f janus-registration 2>/dev/null || true); do
-    [ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" = "$work" ] && kill "$pid" 2>/dev/null || true
-  done
+  stop_servers
   rm -rf "$work" "$blocks"
+  work=""
+  blocks=""
 done
-rm -rf "$bin_dir"
 [ "$checked" -gt 0 ] || { echo "docs-check: FAILED: no runnable block found"; exit 1; }
 [ "$status" = 0 ] && echo "docs-check: OK ($checked runnable blocks)"
 exit "$status"

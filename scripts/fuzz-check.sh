@@ -2,8 +2,11 @@
 # Fuzzes what comes from outside with cargo-fuzz (libFuzzer, the nightly
 # toolchain): the announcement body, a tokens file and its metadata, an
 # audit line as the admin commands render it, an answer as the agent reads
-# it, and node ids. Each target runs FUZZ_SECONDS (30) from an empty corpus;
-# any crash fails the check and leaves its input under fuzz/artifacts/.
+# it, and node ids. Each target runs FUZZ_SECONDS (30) starting from its
+# seed corpus, kept in the repository (fuzz/seeds/<target>/: real bodies,
+# answers, audit lines, tokens files); what it finds goes to fuzz/corpus/
+# (not kept). Any crash fails the check and leaves its input under
+# fuzz/artifacts/.
 #
 #   scripts/fuzz-check.sh [TARGET...]
 set -euo pipefail
@@ -26,9 +29,12 @@ cargo +nightly fuzz build -O --sanitizer none >/dev/null 2>&1 || cargo +nightly 
 status=0
 for target in "${targets[@]}"; do
   log=$(mktemp)
-  if cargo +nightly fuzz run -O --sanitizer none "$target" -- -max_total_time="$seconds" >"$log" 2>&1; then
+  mkdir -p "corpus/$target"
+  # The first directory takes what is found; the seeds are read, never written.
+  if cargo +nightly fuzz run -O --sanitizer none "$target" "corpus/$target" "seeds/$target" \
+    -- -max_total_time="$seconds" >"$log" 2>&1; then
     runs=$(grep -o 'Done [0-9]* runs in [0-9]* second' "$log" | tail -1)
-    echo "fuzz-check: $target: ${runs:-done}, no crash"
+    echo "fuzz-check: $target: ${runs:-done} from $(find "seeds/$target" -type f | wc -l) seeds, no crash"
   else
     echo "fuzz-check: FAILED: $target crashed:"
     grep -E 'panicked|SUMMARY|artifact_prefix|Test unit written' "$log" | head -5 | sed 's/^/    /'

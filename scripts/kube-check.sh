@@ -11,7 +11,11 @@
 #  3. `podman kube down`, and every volume and secret removed.
 # Podman 4.3 plays Pods, Deployments and PVCs: the Service, PDB,
 # NetworkPolicy and ServiceAccount are validated, not run; the published
-# port is added to the played copy as a hostPort on 127.0.0.1.
+# port is added to the played copy as a hostPort on 127.0.0.1. The played
+# copy's pod, claim and secrets carry this run's suffix (-kc<pid>): nothing
+# of a user's (a container named janus-registration, as the docs name it)
+# is touched. Python tools go in a venv of the script's own (target/kube-venv;
+# a bare pip install is refused by PEP 668 on Debian 12).
 #
 #   scripts/kube-check.sh
 set -euo pipefail
@@ -22,14 +26,25 @@ source scripts/lib/container-engine.sh
 manifest=deploy/kubernetes/janus-registration.yaml
 certmanager=deploy/kubernetes/cert-manager.yaml
 
-if ! command -v kubernetes-validate >/dev/null 2>&1; then
-  say "installing kubernetes-validate (PyPI)"
-  python3 -m pip install -q kubernetes-validate >/dev/null 2>&1 ||
+venv=$PWD/target/kube-venv
+if [ ! -x "$venv/bin/kubernetes-validate" ]; then
+  if ! python3 -m venv "$venv" >/dev/null 2>&1; then
+    if [ "$(id -u)" != 0 ] || ! command -v apt-get >/dev/null 2>&1; then
+      say "FAILED: python3 -m venv does not work and python3-venv cannot be installed here"
+      exit 1
+    fi
+    say "installing python3-venv (Debian)"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    python3 -m venv "$venv"
+  fi
+  say "installing kubernetes-validate (PyPI) into $venv"
+  "$venv/bin/pip" install -q kubernetes-validate >/dev/null 2>&1 ||
     { say "FAILED: kubernetes-validate could not be installed"; exit 1; }
 fi
-kubernetes-validate --strict --quiet "$manifest"
+python=$venv/bin/python3
+"$venv/bin/kubernetes-validate" --strict --quiet "$manifest"
 say "kubernetes-validate --strict: $(grep -c '^kind:' "$manifest") resources in $manifest pass"
-python3 - "$certmanager" <<'PY'
+"$python" - "$certmanager" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 kinds = {d["kind"]: d for d in docs}
@@ -62,10 +77,15 @@ grep -q "image: $image\$" "$manifest" ||
 podman image exists "$image" || image_build "$image"
 
 work=$(mktemp -d)
+suffix=-kc$$
+pod=janus-registration$suffix
+claim=janus-registration-state$suffix
+fleet_secret=janus-fleet$suffix
+tls_secret=janus-registration-tls$suffix
 cleanup() {
   podman kube down "$work/play.yaml" >/dev/null 2>&1 || true
-  podman volume rm -f janus-registration-state janus-fleet janus-registration-tls >/dev/null 2>&1 || true
-  podman secret rm janus-fleet janus-registration-tls >/dev/null 2>&1 || true
+  podman volume rm -f "$claim" >/dev/null 2>&1 || true
+  podman secret rm "$fleet_secret" "$tls_secret" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -85,7 +105,7 @@ case "$(podman version --format '{{.Client.Version}}')" in
   [0-3].* | 4.[0-3].*) raw_secrets=yes ;;
 esac
 secret_yaml() { # NAME TYPE KEY=FILE...
-  RAW=$raw_secrets python3 - "$@" <<'PY'
+  RAW=$raw_secrets "$python" - "$@" <<'PY'
 import base64, os, sys, yaml
 name, kind, pairs = sys.argv[1], sys.argv[2], sys.argv[3:]
 data = {}
@@ -97,34 +117,48 @@ print(yaml.safe_dump({"apiVersion": "v1", "kind": "Secret", "metadata": {"name":
                       "type": kind, "data": data}))
 PY
 }
-secret_yaml janus-fleet Opaque "root.crt=$work/fleet/root.crt" "bundle.json=$work/fleet/bundle.json" |
-  podman secret create janus-fleet - >/dev/null
-secret_yaml janus-registration-tls kubernetes.io/tls "tls.crt=$work/controller.crt" "tls.key=$work/controller.key" |
-  podman secret create janus-registration-tls - >/dev/null
+secret_yaml "$fleet_secret" Opaque "root.crt=$work/fleet/root.crt" "bundle.json=$work/fleet/bundle.json" |
+  podman secret create "$fleet_secret" - >/dev/null
+secret_yaml "$tls_secret" kubernetes.io/tls "tls.crt=$work/controller.crt" "tls.key=$work/controller.key" |
+  podman secret create "$tls_secret" - >/dev/null
 
 port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-python3 - "$manifest" "$port" >"$work/play.yaml" <<'PY'
+"$python" - "$manifest" "$port" "$suffix" >"$work/play.yaml" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
-played = [d for d in docs if d["kind"] == "PersistentVolumeClaim"]
+suffix = sys.argv[3]
+played = []
+for d in docs:
+    if d["kind"] == "PersistentVolumeClaim":
+        d["metadata"]["name"] += suffix
+        played.append(d)
 for d in docs:
     if d["kind"] == "Deployment":
-        # What the Deployment's one replica runs: its pod template, as a Pod.
+        # What the Deployment's one replica runs: its pod template, as a Pod,
+        # its claim and secrets named with this run's suffix.
         template = d["spec"]["template"]
         for c in template["spec"]["containers"]:
             for p in c["ports"]:
                 if p["name"] == "https":
                     p["hostPort"] = int(sys.argv[2])
                     p["hostIP"] = "127.0.0.1"
+        for v in template["spec"]["volumes"]:
+            if "persistentVolumeClaim" in v:
+                v["persistentVolumeClaim"]["claimName"] += suffix
+            if "secret" in v:
+                v["secret"]["secretName"] += suffix
         played.append({"apiVersion": "v1", "kind": "Pod",
-                       "metadata": {"name": d["metadata"]["name"], "labels": template["metadata"]["labels"]},
+                       "metadata": {"name": d["metadata"]["name"] + suffix,
+                                    "labels": template["metadata"]["labels"]},
                        "spec": template["spec"]})
 print(yaml.safe_dump_all(played))
 PY
 
 podman kube play "$work/play.yaml" >"$work/play.log" 2>&1 ||
   { say "FAILED: podman kube play"; cat "$work/play.log"; exit 1; }
-container=$(podman ps -a --format '{{.Names}}' | grep -- '-registration$' | head -1)
+# The pod's one container is named <pod>-<container>; no match is a failure said, not a silent exit.
+container=$(podman ps -a --format '{{.Names}}' | grep -x -- "$pod-registration" || true)
+[ -n "$container" ] || { say "FAILED: no container $pod-registration after podman kube play"; cat "$work/play.log"; exit 1; }
 deadline=$((SECONDS + 90))
 until "$bin" healthcheck --addr "127.0.0.1:$port" >/dev/null 2>&1; do
   if [ $SECONDS -ge $deadline ]; then
@@ -138,7 +172,7 @@ run_as=$(podman inspect "$container" --format '{{.Config.User}} read-only-root={
 say "podman kube play: $container healthy, /healthz 200 through 127.0.0.1:$port (user $run_as)"
 
 token=$(podman exec "$container" janus-registration tokens add --description "kube check")
-python3 - "$work/fleet/root.crt" "127.0.0.1:$port" "$token" >"$work/user-data.json" <<'PY'
+"$python" - "$work/fleet/root.crt" "127.0.0.1:$port" "$token" >"$work/user-data.json" <<'PY'
 import json, sys
 root = open(sys.argv[1]).read()
 print(json.dumps({"controller_address": sys.argv[2], "controller_ca_cert": root,
@@ -153,8 +187,8 @@ set -e
 say "a node admitted by a token made with 'podman exec $container janus-registration tokens add'"
 
 podman kube down "$work/play.yaml" >/dev/null 2>&1
-podman volume rm -f janus-registration-state janus-fleet janus-registration-tls >/dev/null
-podman secret rm janus-fleet janus-registration-tls >/dev/null
-left=$(podman ps -a --format '{{.Names}}' | grep -c -- 'janus-registration' || true)
+podman volume rm -f "$claim" >/dev/null
+podman secret rm "$fleet_secret" "$tls_secret" >/dev/null
+left=$(podman ps -a --format '{{.Names}}' | grep -c -- "$suffix" || true)
 [ "$left" = 0 ] || { say "FAILED: $left containers left after podman kube down"; exit 1; }
 say "OK (validated; played, healthy, a node admitted by a token; podman kube down, volume and secrets removed)"

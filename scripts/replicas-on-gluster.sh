@@ -28,14 +28,27 @@ if ! command -v glusterd >/dev/null 2>&1 || ! command -v mount.glusterfs >/dev/n
   { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glusterfs-server glusterfs-client; } \
     >/dev/null 2>&1 || skip "cannot install GlusterFS"
 fi
-# 'volume create' refuses 127.0.0.1 as the brick host; this machine's name works once it resolves.
+# 'volume create' refuses 127.0.0.1 as the brick host; this machine's name
+# works once it resolves: a line added to /etc/hosts for the run, marked,
+# and taken out again by the teardown.
 host="$(hostname)"
-getent hosts "$host" >/dev/null 2>&1 || echo "127.0.0.1 $host" >> /etc/hosts
+hosts_line="127.0.0.1 $host # janus-registration replicas-on-gluster $$"
+added_hosts_line=""
+if ! getent hosts "$host" >/dev/null 2>&1; then
+  echo "$hosts_line" >>/etc/hosts
+  added_hosts_line=1
+fi
 
 root="$(mktemp -d /tmp/janus-gluster-XXXXXX)"
 volume="janus$$"
 started_glusterd=""
 teardown() {
+  if [ -n "$added_hosts_line" ]; then
+    # In place (not sed -i's rename): /etc/hosts may be a bind mount.
+    grep -vxF "$hosts_line" /etc/hosts >"$root.hosts" || true
+    cat "$root.hosts" >/etc/hosts
+    rm -f "$root.hosts"
+  fi
   umount -l "$root/m1" "$root/m2" 2>/dev/null || true
   gluster --mode=script volume stop "$volume" force >/dev/null 2>&1 || true
   gluster --mode=script volume delete "$volume" >/dev/null 2>&1 || true
@@ -61,7 +74,7 @@ if [ -n "$tuned" ]; then
       performance.readdir-ahead performance.nl-cache; do
     gluster --mode=script volume set "$volume" "$option" off >/dev/null || skip "volume set $option refused"
   done
-  mount_options=(-o attribute-timeout=0,entry-timeout=0,negative-timeout=0)
+  mount_options=(-o "attribute-timeout=0,entry-timeout=0,negative-timeout=0")
   options="client caches off: performance translators off, FUSE timeouts 0"
 fi
 gluster --mode=script volume start "$volume" >/dev/null || skip "volume start refused"

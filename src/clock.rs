@@ -1,5 +1,7 @@
 //! Time as this crate writes it: RFC 3339, UTC, whole seconds (the audit
-//! trail: milliseconds); Go-style durations, written and read.
+//! trail: milliseconds); Go-style durations, written and read. The one
+//! reader of the wall clock (`clippy.toml` disallows it elsewhere); elapsed
+//! time is the runtime's `tokio::time::Instant`, which tests can pause.
 
 use std::time::Duration;
 
@@ -8,15 +10,22 @@ use time::format_description::well_known::Rfc3339;
 
 /// Now, as Unix seconds.
 pub fn now_unix() -> i64 {
+    #[expect(clippy::disallowed_methods, reason = "the wall clock's one reader")]
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)
         .unwrap_or(0)
 }
 
+/// Now, UTC.
+pub fn now_utc() -> OffsetDateTime {
+    #[expect(clippy::disallowed_methods, reason = "the wall clock's one reader")]
+    OffsetDateTime::now_utc()
+}
+
 /// Now, RFC 3339, UTC, whole seconds.
 pub fn now_rfc3339() -> String {
-    format(OffsetDateTime::now_utc())
+    format(now_utc())
 }
 
 /// RFC 3339 with milliseconds: the audit trail's time, fine enough to merge
@@ -26,7 +35,7 @@ pub fn now_rfc3339_millis() -> String {
     const FIXED: &[time::format_description::BorrowedFormatItem<'_>] = time::macros::format_description!(
         "[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond digits:3]Z"
     );
-    OffsetDateTime::now_utc().format(FIXED).unwrap_or_default()
+    now_utc().format(FIXED).unwrap_or_default()
 }
 
 /// Unix time in milliseconds of an RFC 3339 time, for ordering.

@@ -1,9 +1,11 @@
+# shellcheck shell=bash
 # Sourced by scripts/container-check.sh and scripts/kube-check.sh: picks a
 # container engine, and builds the project's image with it.
 #
-#   engine_pick        sets $engine to docker or podman (installing and
-#                      configuring Podman from Debian where neither runs),
-#                      or prints SKIPPED with the reason and exits 0
+#   engine_pick        sets $engine to docker or podman (installing Podman
+#                      from Debian where neither runs, and configuring it
+#                      through a containers.conf of its own: /etc is never
+#                      edited), or prints SKIPPED with the reason and exits 0
 #   image_build TAG    builds the Dockerfile as TAG (and its version tag),
 #                      making local stand-ins for the FROM images where
 #                      they cannot be pulled
@@ -25,9 +27,11 @@ engine_pick() {
   if ! command -v podman >/dev/null 2>&1; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
       say "no Docker engine; installing Podman from Debian (podman runc mmdebstrap)"
-      DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc mmdebstrap uidmap >/dev/null ||
-        { say "SKIPPED: no Docker engine and Podman could not be installed"; exit 0; }
+      if ! { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq podman runc mmdebstrap uidmap >/dev/null; }; then
+        say "SKIPPED: no Docker engine and Podman could not be installed"
+        exit 0
+      fi
     else
       say "SKIPPED: no Docker engine and no Podman (needs root and apt-get to install it)"
       exit 0
@@ -47,21 +51,23 @@ engine_probe() {
 }
 
 # crun refuses these machines' cgroup layout, and Podman's default rlimits
-# exceed what the sandbox lets a process set: runc, and named limits.
+# exceed what the sandbox lets a process set: runc, and named limits, in a
+# containers.conf of the script's own (CONTAINERS_CONF: Podman then reads
+# it instead of /etc's, which is left as it was; appending to /etc's breaks
+# every podman command on a host whose file has these tables already).
 engine_configure_podman() {
-  [ "$(id -u)" = 0 ] || return 0
-  local conf=/etc/containers/containers.conf
-  if ! grep -q 'janus-registration' "$conf" 2>/dev/null; then
-    mkdir -p /etc/containers
-    cat >>"$conf" <<'CONF'
+  [ -z "${CONTAINERS_CONF:-}" ] || return 0
+  local conf="$PWD/target/containers.conf"
+  mkdir -p "$PWD/target"
+  cat >"$conf" <<'CONF'
 # janus-registration's container checks (shared/research/containers.md)
 [containers]
 default_ulimits = ["nofile=20000:20000", "nproc=8192:8192"]
 [engine]
 runtime = "runc"
 CONF
-    say "configured Podman: runc, named rlimits ($conf)"
-  fi
+  export CONTAINERS_CONF="$conf"
+  say "configured Podman through CONTAINERS_CONF=$conf (runc, named rlimits); /etc/containers untouched"
 }
 
 dockerfile_from() { grep -E '^FROM ' Dockerfile | sed -n "${1}p" | awk '{print $2}'; }

@@ -121,7 +121,7 @@ fn ca_sha256_of(record: &NodeRecord) -> String {
 /// Lowercase hex, colons and spaces dropped: fingerprints as people paste them.
 pub fn normalize_fingerprint(s: &str) -> Result<String> {
     let hex: String = s.chars().filter(|c| !matches!(c, ':' | ' ')).collect::<String>().to_lowercase();
-    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+    if crate::pki::is_hex(&hex, 64) {
         Ok(hex)
     } else {
         Err(AdminError::Usage(format!(
@@ -140,7 +140,7 @@ pub fn console_fingerprint(log: &[u8]) -> Option<String> {
     while let Some(at) = rest.find(CONSOLE_MARKER) {
         let after = &rest[at + CONSOLE_MARKER.len()..];
         let hex: String = after.chars().take(64).collect();
-        if hex.len() == 64 && hex.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f')) {
+        if crate::pki::is_hex(&hex, 64) {
             last = Some(hex);
         }
         rest = after;

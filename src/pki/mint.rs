@@ -18,7 +18,7 @@ use rcgen::{
     KeyUsagePurpose, PKCS_ECDSA_P256_SHA256, SerialNumber, SigningKey,
 };
 use secrecy::{ExposeSecret, SecretString};
-use time::{Duration, OffsetDateTime};
+use time::Duration;
 
 use super::{BundlePayload, FLEET_CONTROLLER_NAME, PkiError, SignedBundle};
 use crate::durable::{create_exclusive, remove_durably, write_atomic};
@@ -74,7 +74,7 @@ fn params(
     let mut params = CertificateParams::new(sans)?;
     params.distinguished_name = rcgen::DistinguishedName::new();
     params.distinguished_name.push(DnType::CommonName, common_name);
-    let now = OffsetDateTime::now_utc();
+    let now = crate::clock::now_utc();
     params.not_before = now - backdate;
     params.not_after = now + Duration::seconds(valid_days * DAY);
     let mut serial: [u8; 16] = rand::random();

@@ -99,6 +99,13 @@ pub fn hex(bytes: &[u8]) -> String {
     })
 }
 
+/// Whether `s` is exactly `digits` lowercase hex digits, as [`hex`] writes
+/// them: the one check of every id, MAC and fingerprint read back (a file
+/// name made of one never leaves its directory).
+pub fn is_hex(s: &str, digits: usize) -> bool {
+    s.len() == digits && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+}
+
 /// The first PEM certificate in `pem`, as the node reads one (first block wins).
 pub fn first_certificate(pem: &[u8], what: &str) -> Result<CertificateDer<'static>, PkiError> {
     all_certificates(pem, what)?

@@ -21,6 +21,9 @@ pub enum ApiError {
     /// the node cannot tell them apart, and must not.
     #[error("not found")]
     NotFound,
+    /// A routed path asked with another method (405).
+    #[error("method not allowed: this path takes another method")]
+    MethodNotAllowed,
     /// The body is larger than the protocol allows (413).
     #[error("the request body is larger than 64 KiB")]
     TooLarge,
@@ -77,6 +80,7 @@ impl ApiError {
         match self {
             ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
             ApiError::NotFound => StatusCode::NOT_FOUND,
+            ApiError::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ApiError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ApiError::Timeout => StatusCode::REQUEST_TIMEOUT,
             ApiError::TooMany(_) => StatusCode::TOO_MANY_REQUESTS,
@@ -84,6 +88,29 @@ impl ApiError {
                 StatusCode::SERVICE_UNAVAILABLE
             }
             ApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
+        }
+    }
+
+    /// Its outcome in `janus_registration_announcements_total`: the one
+    /// table of them, beside the statuses, so no handler matches again.
+    pub fn announcement_outcome(&self) -> &'static str {
+        match self {
+            ApiError::BadRequest(_) => "refused_bad_request",
+            ApiError::TooLarge => "refused_too_large",
+            ApiError::Timeout => "refused_timeout",
+            ApiError::TooMany(_) => "refused_rate_limited",
+            ApiError::Unavailable(_) => "refused_pending_cap",
+            ApiError::StateFormat(_) => "refused_state_format",
+            ApiError::Undecidable(_) => "refused_state_unreadable",
+            ApiError::NotFound | ApiError::MethodNotAllowed | ApiError::Internal(_) => "refused_internal",
+        }
+    }
+
+    /// Its outcome in `janus_registration_polls_total`.
+    pub fn poll_outcome(&self) -> &'static str {
+        match self {
+            ApiError::NotFound => "unknown",
+            _ => "error",
         }
     }
 }
@@ -125,6 +152,7 @@ mod tests {
         let all = [
             ApiError::BadRequest("service_cert_pem is required".into()),
             ApiError::NotFound,
+            ApiError::MethodNotAllowed,
             ApiError::TooLarge,
             ApiError::Timeout,
             ApiError::TooMany(std::time::Duration::from_secs(3)),

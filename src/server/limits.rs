@@ -13,7 +13,8 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// The limits `serve` enforces.
 #[derive(Debug, Clone, Copy)]
@@ -111,7 +112,9 @@ impl RateLimiter {
             bucket.tokens -= 1.0;
             Ok(())
         } else {
-            let wait = (1.0 - bucket.tokens) / rate;
+            // Less a microsecond: a float's last bit must not round a whole
+            // second up (59 s into a 60 s refill, 1 s is left, not 2).
+            let wait = (1.0 - bucket.tokens) / rate - 1e-6;
             Err(Duration::from_secs_f64(wait.ceil().max(1.0)))
         }
     }
@@ -159,7 +162,7 @@ impl PendingCount {
 /// queue, accepts failing for want of file descriptors): said at most
 /// once per interval, so the log stays readable and costs nothing.
 #[derive(Debug, Default)]
-pub struct LogThrottle(std::sync::Mutex<Option<std::time::Instant>>);
+pub struct LogThrottle(std::sync::Mutex<Option<tokio::time::Instant>>);
 
 impl LogThrottle {
     /// True at most once per `every`: when the warning is to be logged now.
@@ -168,7 +171,7 @@ impl LogThrottle {
         if last.is_some_and(|at| at.elapsed() < every) {
             return false;
         }
-        *last = Some(std::time::Instant::now());
+        *last = Some(tokio::time::Instant::now());
         true
     }
 }
@@ -215,6 +218,29 @@ mod tests {
         let retry = limiter.check(a).unwrap_err();
         assert!(retry >= Duration::from_secs(1) && retry <= Duration::from_secs(60), "{retry:?}");
         assert!(limiter.check(b).is_ok(), "another source is not starved");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_bucket_refills_at_its_rate_and_a_throttle_reopens_in_virtual_time() {
+        let limiter = RateLimiter::new(LimitsConfig {
+            burst: 2,
+            refill_every: Duration::from_secs(60),
+            ..Default::default()
+        });
+        let a: IpAddr = "10.0.0.1".parse().unwrap();
+        assert!(limiter.check(a).is_ok() && limiter.check(a).is_ok());
+        assert_eq!(limiter.check(a), Err(Duration::from_secs(60)), "empty: a whole refill to wait");
+        tokio::time::advance(Duration::from_secs(59)).await;
+        assert_eq!(limiter.check(a), Err(Duration::from_secs(1)), "a second short of one announcement");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(limiter.check(a).is_ok(), "refilled by one");
+        assert!(limiter.check(a).is_err());
+        let throttle = LogThrottle::default();
+        assert!(throttle.due(Duration::from_secs(60)));
+        tokio::time::advance(Duration::from_secs(59)).await;
+        assert!(!throttle.due(Duration::from_secs(60)));
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(throttle.due(Duration::from_secs(60)), "due again after its interval");
     }
 
     #[test]

@@ -335,6 +335,7 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/healthz", get(routes::healthz))
         .route("/livez", get(routes::livez))
         .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(app.clone(), routes::log_request))
         .with_state(app)
 }
@@ -519,7 +520,7 @@ async fn maintenance(app: Arc<App>, every: Duration) {
     ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         ticks.tick().await;
-        let started = std::time::Instant::now();
+        let started = tokio::time::Instant::now();
         let before = app.pending.before_scan();
         match app.store.maintain(first_pass_to_come, app.maintenance_limits()).await {
             Ok(report) => {

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use axum::Json;
 use axum::body::{Body, Bytes};
@@ -35,14 +35,7 @@ pub async fn announce(
     let outcome = match &answer {
         Ok((true, _)) => "admitted_by_token",
         Ok((false, _)) => "pending",
-        Err(ApiError::BadRequest(_)) => "refused_bad_request",
-        Err(ApiError::TooLarge) => "refused_too_large",
-        Err(ApiError::Timeout) => "refused_timeout",
-        Err(ApiError::TooMany(_)) => "refused_rate_limited",
-        Err(ApiError::Unavailable(_)) => "refused_pending_cap",
-        Err(ApiError::StateFormat(_)) => "refused_state_format",
-        Err(ApiError::Undecidable(_)) => "refused_state_unreadable",
-        Err(_) => "refused_internal",
+        Err(refused) => refused.announcement_outcome(),
     };
     Metrics::outcome(&app.metrics.announcements, outcome);
     answer.map(|(admitted, answer)| {
@@ -127,8 +120,7 @@ pub async fn poll(
     let outcome = match &answer {
         Ok(r) if r.status() == StatusCode::OK => "admitted",
         Ok(_) => "pending",
-        Err(ApiError::NotFound) => "unknown",
-        Err(_) => "error",
+        Err(e) => e.poll_outcome(),
     };
     Metrics::outcome(&app.metrics.polls, outcome);
     answer
@@ -198,6 +190,12 @@ pub async fn metrics(State(app): State<Arc<App>>) -> Response {
 /// Every other path: 404 with a JSON error.
 pub async fn not_found() -> ApiError {
     ApiError::NotFound
+}
+
+/// A routed path with another method: 405 with a JSON error (axum's own
+/// has an empty body).
+pub async fn method_not_allowed() -> ApiError {
+    ApiError::MethodNotAllowed
 }
 
 /// The body, at most [`MAX_BODY`], within `timeout` once the head is in.

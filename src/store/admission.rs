@@ -383,7 +383,7 @@ impl Store {
             time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
         });
         let within = admitted_at.is_some_and(|at| {
-            let age = time::OffsetDateTime::now_utc() - at;
+            let age = crate::clock::now_utc() - at;
             age >= time::Duration::ZERO && age.unsigned_abs() <= self.readmit_window
         });
         if !within {
@@ -426,6 +426,11 @@ impl Store {
 /// names exists, a process that has just won a token's use waits before
 /// finishing it, as a replica stopped (SIGSTOP) or stuck in an `fsync`
 /// right after its commit point does. Read once; unset, it costs nothing.
+/// Compiled into debug builds only (the tests'): no release build reads it.
+#[cfg(not(debug_assertions))]
+fn stall_after_claim() {}
+
+#[cfg(debug_assertions)]
 fn stall_after_claim() {
     static STALL_WHILE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
     let stall_while = STALL_WHILE.get_or_init(|| {

@@ -279,7 +279,7 @@ impl Store {
     /// burst (its first in [`REJECTED_BURST`]): only those are audited.
     pub(super) fn first_of_burst(&self, ca_sha256: &str) -> bool {
         let mut seen = self.rejected_ca_audited.lock().unwrap_or_else(|e| e.into_inner());
-        let now = std::time::Instant::now();
+        let now = tokio::time::Instant::now();
         if seen.get(ca_sha256).is_some_and(|at| now.duration_since(*at) < REJECTED_BURST) {
             return false;
         }

@@ -29,7 +29,7 @@ impl Store {
         match result {
             Ok(_) => *failure = None,
             Err(e) if is_lack_of_room_or_right(e) => {
-                *failure = Some((std::time::Instant::now(), e.to_string()));
+                *failure = Some((tokio::time::Instant::now(), e.to_string()));
             }
             Err(_) => {}
         }

@@ -17,8 +17,7 @@ impl NodeId {
 
     /// `None` unless `s` is exactly 32 lowercase hex characters.
     pub fn parse(s: &str) -> Option<Self> {
-        let valid = s.len() == 32 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        valid.then(|| NodeId(s.to_string()))
+        crate::pki::is_hex(s, 32).then(|| NodeId(s.to_string()))
     }
 
     /// The id as text.

@@ -151,7 +151,7 @@ impl Store {
             return Ok(listing.clone());
         }
         let listing = self.list_names()?;
-        *cache = Some((std::time::Instant::now(), stamps, listing.clone()));
+        *cache = Some((tokio::time::Instant::now(), stamps, listing.clone()));
         Ok(listing)
     }
 

@@ -58,7 +58,7 @@ fn read_record_at<T: serde::de::DeserializeOwned>(path: &Path) -> io::Result<Opt
 
 /// 64 lowercase hex digits: safe as a file name.
 pub(crate) fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'))
+    crate::pki::is_hex(s, 64)
 }
 
 /// Refuses a directory others may write to, as ssh's StrictModes does:
@@ -144,7 +144,7 @@ pub struct Pending {
 }
 
 /// The last listing of the record directories: when, their times then, what it found.
-type UnsettledListing = (std::time::Instant, Vec<Option<std::time::SystemTime>>, Listing);
+type UnsettledListing = (tokio::time::Instant, Vec<Option<std::time::SystemTime>>, Listing);
 
 /// What one listing of the record directories found.
 #[derive(Debug, Clone, Default)]
@@ -175,9 +175,9 @@ pub struct Store {
     /// The last announcement whose writes failed for want of room or
     /// permission, and when: `/healthz` reports it until a write succeeds
     /// or it is [`WRITE_FAILURE_MEMORY`] old.
-    write_failure: std::sync::Mutex<Option<(std::time::Instant, String)>>,
+    write_failure: std::sync::Mutex<Option<(tokio::time::Instant, String)>>,
     /// When each rejected CA's repeated announcements were last audited.
-    rejected_ca_audited: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    rejected_ca_audited: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
 }
 
 /// A rejected CA announcing again within this is one burst: one audit entry.

@@ -15,7 +15,8 @@
 
 use std::io;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use super::admission::Admission;
 use super::format::FormatError;

@@ -20,6 +20,7 @@ mod decisions;
 mod deploy;
 mod fail_closed;
 mod frictions;
+mod handlers;
 mod hostile_nodes;
 mod operate;
 mod operator;

@@ -143,19 +143,21 @@ async fn other_paths_and_methods_are_never_409_nor_redirects() {
     let fx = Fixture::new();
     let server = InProcess::start(fx.config()).await;
     let client = node_client(&fx, server.addr);
-    for (method, path) in [
-        ("GET", "/"),
-        ("GET", "/register"),
-        ("PUT", "/register"),
-        ("DELETE", "/register/0123456789abcdef0123456789abcdef"),
-        ("POST", "/register/"),
-        ("POST", "/register/0123456789abcdef0123456789abcdef"),
-        ("GET", "/nodes"),
+    // 405 where the path is routed for another method, 404 where it is not.
+    for (method, path, expected) in [
+        ("GET", "/", 404),
+        ("GET", "/register", 405),
+        ("PUT", "/register", 405),
+        ("DELETE", "/register/0123456789abcdef0123456789abcdef", 405),
+        ("POST", "/register/", 404),
+        ("POST", "/register/0123456789abcdef0123456789abcdef", 405),
+        ("GET", "/nodes", 404),
     ] {
         let request =
             janus_registration::agent::http::Request { method, path, headers: vec![], body: Some(b"{}") };
-        let status = client.send(&request).await.unwrap().0.status;
-        assert!(status == 404 || status == 405, "{method} {path}: {status}");
+        let answer = client.send(&request).await.unwrap().0;
+        assert_eq!(answer.status, expected, "{method} {path}: {}", answer.text());
+        assert!(json(&answer)["error"].is_string(), "{method} {path}: a JSON error: {}", answer.text());
     }
     server.stop().await;
 }

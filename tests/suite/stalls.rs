@@ -44,6 +44,12 @@ async fn a_hung_state_file_stalls_no_worker_and_healthz_says_so() {
         stalled.text()
     );
     assert!(answers.iter().all(|(status, _)| *status == 200 || *status == 503), "{answers:?}");
+    // Answered from the last result while the check hangs: never waiting on
+    // it (it hangs 10 s before it is said), so well under that each time.
+    assert!(
+        answers.iter().all(|(_, took)| *took < Duration::from_secs(3)),
+        "a probe waited on the stuck check: {answers:?}"
+    );
 
     // The rest of the endpoint does not wait on the stuck file.
     assert_eq!(get(&client, &path, Some(&secret)).await.status, 200);
