@@ -135,7 +135,7 @@ pub enum AgentSubcommand {
     #[command(
         after_help = "Example:\n  janus-registration agent swarm --addr 127.0.0.1:8443 --fleet-root fleet/root.crt --nodes 1000 --concurrency 32"
     )]
-    Swarm(SwarmArgs),
+    Swarm(crate::agent::swarm::SwarmArgs),
 }
 
 #[derive(Debug, Args)]
@@ -173,40 +173,6 @@ pub struct AgentArgs {
     /// Stop with an error when the endpoint asks for protocol 1 (409, or a 400 naming service_cert_pem).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     pub fail_on_fallback: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct SwarmArgs {
-    /// The endpoint, host:port.
-    #[arg(long)]
-    pub addr: String,
-    /// The fleet root the nodes check the endpoint with (fleet mode, SNI controller.fleet.janus).
-    #[arg(long)]
-    pub fleet_root: PathBuf,
-    /// How many simulated nodes (each with its own CA, minted before timing starts).
-    #[arg(long, default_value_t = 100)]
-    pub nodes: usize,
-    /// Requests in flight at once.
-    #[arg(long, default_value_t = 16)]
-    pub concurrency: usize,
-    /// Polls each node makes after announcing.
-    #[arg(long, default_value_t = 5)]
-    pub polls: usize,
-    /// A file of registration tokens (whitespace-separated): node i announces with token i.
-    #[arg(long)]
-    pub tokens: Option<PathBuf>,
-    /// Approve every pending node by creating STATE/approved/<id> before polling.
-    #[arg(long)]
-    pub approve_in: Option<PathBuf>,
-    /// Only poll this path (e.g. /healthz) instead of announcing: the TLS ceiling.
-    #[arg(long)]
-    pub only_get: Option<String>,
-    /// Write the report as JSON here too.
-    #[arg(long)]
-    pub json: Option<PathBuf>,
-    /// The server's pid: report the CPU seconds it spent on each phase (from /proc).
-    #[arg(long)]
-    pub server_pid: Option<u32>,
 }
 
 #[derive(Debug, Args)]
@@ -357,15 +323,40 @@ pub struct ServeArgs {
     pub metrics_listen: Option<std::net::SocketAddr>,
 }
 
+/// A `serve` setting that cannot work, and its bound.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing to serve: {0}")]
+pub struct ConfigError(String);
+
 impl ServeArgs {
-    pub fn config(&self) -> ServeConfig {
-        ServeConfig {
-            max_connections: self.max_connections.max(1),
+    /// The settings, validated in a second phase (as ripgrep does its
+    /// arguments): a value that cannot work is refused, naming its bound,
+    /// never silently raised to one.
+    pub fn config(&self) -> Result<ServeConfig, ConfigError> {
+        let at_least_one = [
+            ("--max-connections", self.max_connections),
+            ("--rate-burst", self.rate_burst as usize),
+            ("--admission-concurrency", self.admission_concurrency),
+            ("--admission-queue", self.admission_queue),
+        ];
+        if let Some((flag, _)) = at_least_one.iter().find(|(_, value)| *value == 0) {
+            return Err(ConfigError(format!("{flag} must be at least 1")));
+        }
+        let quickest = Duration::from_millis(100);
+        for (flag, every) in
+            [("--reload-every", self.reload_every), ("--maintenance-every", self.maintenance_every)]
+        {
+            if every < quickest {
+                return Err(ConfigError(format!("{flag} must be at least 100ms (it is {every:?})")));
+            }
+        }
+        Ok(ServeConfig {
+            max_connections: self.max_connections,
             max_connections_per_source: self.max_connections_per_source,
             max_connections_per_network: self.max_connections_per_network,
             shutdown_grace: self.shutdown_grace,
             limits: LimitsConfig {
-                burst: self.rate_burst.max(1),
+                burst: self.rate_burst,
                 refill_every: self.rate_every,
                 max_pending: self.max_pending,
                 pending_max_age: self.pending_max_age,
@@ -373,17 +364,17 @@ impl ServeArgs {
             admission: self.admission_command.clone().map(|command| PolicyConfig {
                 command,
                 timeout: self.admission_timeout,
-                concurrency: self.admission_concurrency.max(1),
-                queue: self.admission_queue.max(1),
+                concurrency: self.admission_concurrency,
+                queue: self.admission_queue,
             }),
-            reload_every: self.reload_every.max(Duration::from_millis(100)),
-            maintenance_every: self.maintenance_every.max(Duration::from_millis(100)),
+            reload_every: self.reload_every,
+            maintenance_every: self.maintenance_every,
             reconcile_every: self.reconcile_every,
             metrics_listen: self.metrics_listen,
             keep_alive: self.keep_alive,
             readmit_window: self.readmit_window,
             ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())
-        }
+        })
     }
 }
 
@@ -404,24 +395,6 @@ impl AgentArgs {
                 backoff_cap: self.backoff_cap,
             },
             fail_on_fallback: self.fail_on_fallback,
-        }
-    }
-}
-
-impl SwarmArgs {
-    /// The command as [`crate::agent::swarm`] takes it.
-    pub fn to_swarm(&self) -> crate::agent::swarm::SwarmCommand {
-        crate::agent::swarm::SwarmCommand {
-            addr: self.addr.clone(),
-            fleet_root: self.fleet_root.clone(),
-            nodes: self.nodes,
-            concurrency: self.concurrency,
-            polls: self.polls,
-            tokens: self.tokens.clone(),
-            approve_in: self.approve_in.clone(),
-            only_get: self.only_get.clone(),
-            json: self.json.clone(),
-            server_pid: self.server_pid,
         }
     }
 }

@@ -79,20 +79,9 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
     let lock = lock_demo(dir)?;
     let certs_dir = dir.join("certs");
     let fleet_dir = certs_dir.join("fleet");
-    if !Presence::of(&fleet_dir.join("root.crt")).known()? {
-        let fleet = certs::mint_fleet("Janus DEVELOPMENT fleet", 1)?;
-        certs::write_fleet(&fleet_dir, &fleet)?;
-    }
     let controller = certs_dir.join("controller");
-    if !Presence::of(&certs::with_suffix(&controller, "crt")).known()? {
-        let issuing = certs::read_minted(&fleet_dir.join("issuing.crt"), &fleet_dir.join("issuing.key"))?;
-        let sans = ["127.0.0.1".to_string(), "localhost".to_string()];
-        certs::write_pair(&controller, &certs::mint_controller(&issuing, 365, &sans)?, false)?;
-    }
     let node_ca = certs_dir.join("demo-node-ca");
-    if !Presence::of(&certs::with_suffix(&node_ca, "crt")).known()? {
-        certs::write_pair(&node_ca, &certs::mint_node_ca("demo-node")?, false)?;
-    }
+    mint_missing(&fleet_dir, &controller, &node_ca)?;
     let node_ca_pem = certs::read_text(&certs::with_suffix(&node_ca, "crt"))?;
     let secret = crate::pki::hex(&rand::random::<[u8; 32]>());
     let announce = AnnounceRequest {
@@ -155,6 +144,24 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
         instructions,
         lock,
     })
+}
+
+/// The demo's fleet, the endpoint's certificate and a node CA, each minted
+/// only when missing (kept across runs).
+fn mint_missing(fleet_dir: &Path, controller: &Path, node_ca: &Path) -> Result<(), MintError> {
+    if !Presence::of(&fleet_dir.join("root.crt")).known()? {
+        let fleet = certs::mint_fleet("Janus DEVELOPMENT fleet", 1)?;
+        certs::write_fleet(fleet_dir, &fleet)?;
+    }
+    if !Presence::of(&certs::with_suffix(controller, "crt")).known()? {
+        let issuing = certs::read_minted(&fleet_dir.join("issuing.crt"), &fleet_dir.join("issuing.key"))?;
+        let sans = ["127.0.0.1".to_string(), "localhost".to_string()];
+        certs::write_pair(controller, &certs::mint_controller(&issuing, 365, &sans)?, false)?;
+    }
+    if !Presence::of(&certs::with_suffix(node_ca, "crt")).known()? {
+        certs::write_pair(node_ca, &certs::mint_node_ca("demo-node")?, false)?;
+    }
+    Ok(())
 }
 
 /// Replaces `state` with the example state.

@@ -14,7 +14,7 @@
 //! **Protocol and trust** — what the wire and the certificates say:
 //! - [`protocol`]: the wire types, shared by the server and the agent.
 //! - [`pki`]: every certificate, key and bundle check (the only DER reader),
-//!   and minting with rcgen ([`pki::mint`]).
+//!   and minting with rcgen (its public path: [`certs`]).
 //! - [`tls`]: the one crypto provider, the server's and the clients' TLS configurations.
 //!
 //! **State** — the only writer of the state directory:

@@ -33,7 +33,7 @@ type Failure = Box<dyn std::error::Error>;
 
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
-        Command::Serve(args) => serve(args.config(), &args.listen, None).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => serve(args.config()?, &args.listen, None).map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => {
             let demo::Demo { config, instructions, lock } = demo::prepare(&args.dir, &args.listen)?;
             let served = serve(config, &args.listen, Some(instructions));
@@ -42,7 +42,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Agent(command) => match &command.swarm {
             Some(AgentSubcommand::Swarm(args)) => {
-                print(&runtime()?.block_on(agent::swarm::run_command(&args.to_swarm()))?);
+                print(&runtime()?.block_on(agent::swarm::run_command(args))?);
                 Ok(ExitCode::SUCCESS)
             }
             None => Ok(ExitCode::from(runtime()?.block_on(agent::run_command(&command.args.to_agent()))?)),

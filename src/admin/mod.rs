@@ -96,7 +96,7 @@ fn view(store: &Store, record: &NodeRecord) -> NodeView {
     let admitted_by = store
         .approval(&record.id)
         .map(|a| if a.user.is_empty() { a.by.to_string() } else { format!("{} ({})", a.by, a.user) })
-        .or_else(|| record.admitted_by.clone());
+        .or_else(|| record.admitted_by.as_ref().map(ToString::to_string));
     NodeView {
         id: record.id.to_string(),
         name: record.name.clone(),

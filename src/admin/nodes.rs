@@ -14,7 +14,7 @@ use super::{
 use crate::clock::now_unix;
 use crate::pki;
 use crate::store::audit::current_user;
-use crate::store::{AuditEvent, DecidedBy, NodeId, NodeRecord, NodeState, Store};
+use crate::store::{Admitted, AuditEvent, DecidedBy, NodeId, NodeRecord, NodeState, Store};
 use crate::terminal::{self, escape, escape_lines};
 
 /// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
@@ -207,48 +207,60 @@ fn list_row(v: &NodeView, same_ca: bool) -> String {
     )
 }
 
+/// `nodes approve`: every pending node of one CA (`--ca-sha256`), or one
+/// node checked against its console.
 fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
-    let user = current_user();
     if let Some(hex) = &args.ca_sha256 {
-        let want = normalize_fingerprint(hex)?;
-        let (records, _) = store.list_records()?;
-        if store.is_ca_rejected(&want)? && !args.force {
-            return Err(AdminError::Refused(rejected_ca_refusal(&want)));
-        }
-        // With --force, the records rejected only because their CA was are
-        // approved too: what the admin asked for.
-        let approvable = |r: &NodeRecord| match store.state_of(r) {
-            NodeState::Pending => true,
-            NodeState::Rejected => args.force && rejected_for_ca_only(store, r),
-            NodeState::Admitted => false,
-        };
-        let matching: Vec<&NodeRecord> =
-            records.iter().filter(|r| approvable(r) && ca_sha256_of(r) == want).collect();
-        if matching.is_empty() {
-            let approved: Vec<&str> = records
-                .iter()
-                .filter(|r| store.state_of(r) == NodeState::Admitted && ca_sha256_of(r) == want)
-                .map(|r| r.id.as_str())
-                .collect();
-            if !approved.is_empty() {
-                return Ok(format!("already approved ({}); nothing changed", approved.join(", ")));
-            }
-            return Err(AdminError::NotFound(format!("no pending node has the CA SHA-256 {want}")));
-        }
-        let mut out = String::new();
-        for record in matching {
-            let id = &record.id;
-            store.approve(id, DecidedBy::Command, &user)?;
-            let forced = args.force && store.is_ca_rejected(&want)?;
-            audit(store, approved_by_command(id, &user, Some(want.clone()), forced))?;
-            let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
-        }
-        return Ok(out.trim_end().to_string());
+        return approve_by_ca(store, &normalize_fingerprint(hex)?, args.force);
     }
     let id = args
         .id
         .as_deref()
         .ok_or_else(|| AdminError::Usage("name the node to approve, or give --ca-sha256".into()))?;
+    approve_one(store, id, args)
+}
+
+/// `nodes approve --ca-sha256 HEX`: every pending record of that CA (with
+/// `--force`, those rejected only for their CA too).
+fn approve_by_ca(store: &Store, want: &str, force: bool) -> Result<String> {
+    let user = current_user();
+    let (records, _) = store.list_records()?;
+    if store.is_ca_rejected(want)? && !force {
+        return Err(AdminError::Refused(rejected_ca_refusal(want)));
+    }
+    // With --force, the records rejected only because their CA was are
+    // approved too: what the admin asked for.
+    let approvable = |r: &NodeRecord| match store.state_of(r) {
+        NodeState::Pending => true,
+        NodeState::Rejected => force && rejected_for_ca_only(store, r),
+        NodeState::Admitted => false,
+    };
+    let matching: Vec<&NodeRecord> =
+        records.iter().filter(|r| approvable(r) && ca_sha256_of(r) == want).collect();
+    if matching.is_empty() {
+        let approved: Vec<&str> = records
+            .iter()
+            .filter(|r| store.state_of(r) == NodeState::Admitted && ca_sha256_of(r) == want)
+            .map(|r| r.id.as_str())
+            .collect();
+        if !approved.is_empty() {
+            return Ok(format!("already approved ({}); nothing changed", approved.join(", ")));
+        }
+        return Err(AdminError::NotFound(format!("no pending node has the CA SHA-256 {want}")));
+    }
+    let mut out = String::new();
+    for record in matching {
+        let forced = force && store.is_ca_rejected(want)?;
+        store.admit(Admitted::by_command(record.id.clone(), user.clone(), Some(want.to_string()), forced))?;
+        let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
+    }
+    Ok(out.trim_end().to_string())
+}
+
+/// `nodes approve ID`: one node, its CA checked against its console
+/// (`--console`, `--expect-ca-sha256`) unless `--unchecked`.
+fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<String> {
+    let user = current_user();
     let (node, record) = find(store, id, Among::Pending).or_else(|e| match NodeId::parse(id) {
         Some(_) => Err(e),
         // An admitted node named again: say so rather than "no match".
@@ -278,24 +290,7 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
     if store.is_ca_rejected(&have)? && !args.force {
         return Err(AdminError::Refused(rejected_ca_refusal(&have)));
     }
-    if args.expect_ca_sha256.is_none() && args.console.is_none() && !args.unchecked {
-        return Err(AdminError::Usage(format!(
-            "approving {id} needs a check of its CA against the node's console: --console LOG, or \
-             --expect-ca-sha256 HEX (the line `{CONSOLE_MARKER}<hex>` on its console), or --unchecked \
-             to trust whoever announced under that name"
-        )));
-    }
-    let expected = match (&args.expect_ca_sha256, &args.console) {
-        (Some(hex), _) => Some(normalize_fingerprint(hex)?),
-        (None, Some(path)) => {
-            let log =
-                std::fs::read(path).map_err(|source| AdminError::Console { path: path.clone(), source })?;
-            Some(console_fingerprint(&log).ok_or_else(|| {
-                AdminError::Refused(format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()))
-            })?)
-        }
-        (None, None) => None,
-    };
+    let expected = expected_fingerprint(args, id)?;
     if let Some(want) = &expected
         && *want != have
     {
@@ -303,9 +298,8 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
             "refusing: {id}'s CA is SHA-256 {have}, but the node's console shows {want} - not that node"
         )));
     }
-    store.approve(&node, DecidedBy::Command, &user)?;
     let forced = args.force && store.is_ca_rejected(&have)?;
-    audit(store, approved_by_command(&node, &user, expected.clone(), forced))?;
+    store.admit(Admitted::by_command(node.clone(), user, expected.clone(), forced))?;
     Ok(match expected {
         Some(_) => {
             format!(
@@ -318,6 +312,28 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
             escape(&record.name)
         ),
     })
+}
+
+/// The CA fingerprint the admin expects `id` to have: given, or read from
+/// the node's console log; none with `--unchecked`, refused with neither.
+fn expected_fingerprint(args: &ApproveArgs, id: &str) -> Result<Option<String>> {
+    match (&args.expect_ca_sha256, &args.console) {
+        (Some(hex), _) => Ok(Some(normalize_fingerprint(hex)?)),
+        (None, Some(path)) => {
+            let log =
+                std::fs::read(path).map_err(|source| AdminError::Console { path: path.clone(), source })?;
+            let shown = console_fingerprint(&log).ok_or_else(|| {
+                AdminError::Refused(format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()))
+            })?;
+            Ok(Some(shown))
+        }
+        (None, None) if args.unchecked => Ok(None),
+        (None, None) => Err(AdminError::Usage(format!(
+            "approving {id} needs a check of its CA against the node's console: --console LOG, or \
+             --expect-ca-sha256 HEX (the line `{CONSOLE_MARKER}<hex>` on its console), or --unchecked \
+             to trust whoever announced under that name"
+        ))),
+    }
 }
 
 /// Rejected at its announcement because its CA was, not by a command.
@@ -441,14 +457,4 @@ fn age(at: Option<&str>) -> String {
         s if s < 172_800 => format!("{}h", s / 3600),
         s => format!("{}d", s / 86_400),
     }
-}
-
-/// `admitted` by an admin's command, with the CA fingerprint they checked.
-fn approved_by_command(id: &NodeId, user: &str, checked: Option<String>, forced: bool) -> AuditEvent {
-    let mut event = AuditEvent::admitted(id.clone(), DecidedBy::Command, Some(user.to_string()));
-    if let AuditEvent::Admitted { checked_ca_sha256, forced_over_rejected_ca, .. } = &mut event {
-        *checked_ca_sha256 = checked;
-        *forced_over_rejected_ca = forced.then_some(true);
-    }
-    event
 }

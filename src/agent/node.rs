@@ -143,7 +143,7 @@ impl NodeDir {
     /// the real node's profile on first run. Returns its PEM.
     pub fn node_ca(&self, given: Option<&Path>, hostname: &str) -> Result<String, NodeError> {
         if let Some(prefix) = given {
-            let path = mint::with_suffix(prefix, "crt");
+            let path = crate::pki::pair::with_suffix(prefix, "crt");
             return std::fs::read_to_string(&path).map_err(|e| NodeError::Io(with_path(e, &path)));
         }
         let pki = self.path("pki");
@@ -153,7 +153,7 @@ impl NodeDir {
         }
         ensure_private_dir(&pki)?;
         let minted = mint::mint_node_ca(hostname)?;
-        mint::write_pair(&pki.join("ca"), &minted, false)?;
+        crate::pki::pair::write_pair(&pki.join("ca"), &minted, false)?;
         Ok(minted.cert_pem)
     }
 

@@ -17,65 +17,40 @@ use super::AgentError;
 use super::http::{Endpoint, Request};
 use crate::protocol::{AnnounceAnswer, AnnounceRequest, PROTOCOL};
 
-/// The `agent swarm` command as the command line gives it: files by path.
-#[derive(Debug, Clone)]
-pub struct SwarmCommand {
-    /// The endpoint, `host:port`.
+/// The `agent swarm` settings, the one type of them: the command line's,
+/// and what [`run`] takes (files by path, read by [`run_command`]).
+#[derive(Debug, Clone, clap::Args)]
+pub struct SwarmArgs {
+    /// The endpoint, host:port.
+    #[arg(long)]
     pub addr: String,
-    /// The fleet root the nodes check the endpoint with.
+    /// The fleet root the nodes check the endpoint with (fleet mode, SNI controller.fleet.janus).
+    #[arg(long)]
     pub fleet_root: PathBuf,
-    /// How many simulated nodes.
+    /// How many simulated nodes (each with its own CA, minted before timing starts).
+    #[arg(long, default_value_t = 100)]
     pub nodes: usize,
     /// Requests in flight at once.
+    #[arg(long, default_value_t = 16)]
     pub concurrency: usize,
     /// Polls each node makes after announcing.
+    #[arg(long, default_value_t = 5)]
     pub polls: usize,
-    /// Whitespace-separated tokens: node i announces with token i.
+    /// A file of registration tokens (whitespace-separated): node i announces with token i.
+    #[arg(long)]
     pub tokens: Option<PathBuf>,
-    /// Approve every pending node in this state directory before polling.
+    /// Approve every pending node by creating STATE/approved/<id> before polling.
+    #[arg(long)]
     pub approve_in: Option<PathBuf>,
-    /// Only `GET` this path instead of announcing.
+    /// Only poll this path (e.g. /healthz) instead of announcing: the TLS ceiling.
+    #[arg(long)]
     pub only_get: Option<String>,
-    /// Where to write the report as JSON too.
+    /// Write the report as JSON here too.
+    #[arg(long)]
     pub json: Option<PathBuf>,
-    /// The server's pid, to report its CPU time.
+    /// The server's pid: report the CPU seconds it spent on each phase (from /proc).
+    #[arg(long)]
     pub server_pid: Option<u32>,
-}
-
-/// A swarm's run, its files read.
-#[derive(Clone)]
-pub struct SwarmConfig {
-    /// The endpoint, `host:port`.
-    pub addr: String,
-    /// The fleet root (PEM).
-    pub fleet_root_pem: Vec<u8>,
-    /// How many simulated nodes.
-    pub nodes: usize,
-    /// Requests in flight at once.
-    pub concurrency: usize,
-    /// Polls each node makes after announcing.
-    pub polls: usize,
-    /// Node i announces with token i, when there is one.
-    pub tokens: Vec<SecretString>,
-    /// Approve every pending node in this state directory before polling.
-    pub approve_in: Option<PathBuf>,
-    /// Only `GET` this path instead of announcing.
-    pub only_get: Option<String>,
-    /// The server's pid, to report the CPU time it spent on each phase.
-    pub server_pid: Option<u32>,
-}
-
-impl std::fmt::Debug for SwarmConfig {
-    // The fleet root's bytes would fill a screen: left out.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SwarmConfig")
-            .field("addr", &self.addr)
-            .field("nodes", &self.nodes)
-            .field("concurrency", &self.concurrency)
-            .field("polls", &self.polls)
-            .field("tokens", &self.tokens)
-            .finish_non_exhaustive()
-    }
 }
 
 /// One phase's figures.
@@ -205,6 +180,12 @@ where
         (Some(before), Some(after)) => Some(after - before),
         _ => None,
     };
+    (summarize(&samples, seconds, server_cpu_seconds), samples)
+}
+
+/// A phase's figures from its samples: rate, latency percentiles, outcomes.
+fn summarize(samples: &[Option<Sample>], seconds: f64, server_cpu_seconds: Option<f64>) -> Phase {
+    let count = samples.len();
     let mut latencies: Vec<f64> = samples.iter().flatten().map(|s| s.latency.as_secs_f64() * 1e3).collect();
     latencies.sort_by(f64::total_cmp);
     let pct = |p: f64| {
@@ -217,7 +198,7 @@ where
     for s in samples.iter().flatten() {
         *outcomes.entry(s.outcome.clone()).or_insert(0) += 1;
     }
-    let phase = Phase {
+    Phase {
         requests: count,
         seconds,
         per_second: count as f64 / seconds.max(1e-9),
@@ -227,13 +208,17 @@ where
         max_ms: latencies.last().copied().unwrap_or(0.0),
         outcomes,
         server_cpu_seconds,
-    };
-    (phase, samples)
+    }
 }
 
 /// Runs a swarm: announcements, then polls; the figures of each phase.
-pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
-    let endpoint = Endpoint::new(&config.addr, &config.fleet_root_pem, b"")?;
+/// `fleet_root_pem` and `tokens` are the files `config` names, read.
+pub async fn run(
+    config: &SwarmArgs,
+    fleet_root_pem: &[u8],
+    tokens: &[SecretString],
+) -> Result<Report, AgentError> {
+    let endpoint = Endpoint::new(&config.addr, fleet_root_pem, b"")?;
     let total_polls = config.nodes * config.polls;
     if let Some(path) = config.only_get.clone() {
         let (poll, _) = drive(&endpoint, total_polls, config.concurrency, config.server_pid, move |_| {
@@ -253,7 +238,7 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
                 name,
                 address: format!("10.{}.{}.{}:9505", (i >> 16) & 255, (i >> 8) & 255, i & 255),
                 ca_cert_pem: ca.cert_pem,
-                registration_token: config.tokens.get(i).cloned().unwrap_or_default(),
+                registration_token: tokens.get(i).cloned().unwrap_or_default(),
                 poll_secret: secret.clone().into(),
             };
             Ok((request.to_go_json(), secret))
@@ -287,10 +272,9 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
             && !answer.admitted
             && let Some(id) = crate::store::NodeId::parse(&answer.id)
         {
-            use crate::store::{AuditEvent, DecidedBy};
-            store.approve(&id, DecidedBy::Swarm, "swarm").map_err(AgentError::file(store.dir()))?;
+            use crate::store::{Admitted, DecidedBy};
             store
-                .record(AuditEvent::admitted(id, DecidedBy::Swarm, Some("swarm".into())))
+                .admit(Admitted::new(id, DecidedBy::Swarm, Some("swarm".into())))
                 .map_err(AgentError::file(store.dir()))?;
         }
         enrolled.push((answer.id, bodies[i].1.clone()));
@@ -310,9 +294,9 @@ pub async fn run(config: SwarmConfig) -> Result<Report, AgentError> {
 }
 
 /// The `agent swarm` command.
-pub async fn run_command(args: &SwarmCommand) -> Result<String, AgentError> {
+pub async fn run_command(args: &SwarmArgs) -> Result<String, AgentError> {
     let fleet_root_pem = std::fs::read(&args.fleet_root).map_err(AgentError::file(&args.fleet_root))?;
-    let tokens = match &args.tokens {
+    let tokens: Vec<SecretString> = match &args.tokens {
         Some(path) => std::fs::read_to_string(path)
             .map_err(AgentError::file(path))?
             .split_whitespace()
@@ -320,18 +304,7 @@ pub async fn run_command(args: &SwarmCommand) -> Result<String, AgentError> {
             .collect(),
         None => vec![],
     };
-    let report = run(SwarmConfig {
-        addr: args.addr.clone(),
-        fleet_root_pem,
-        nodes: args.nodes,
-        concurrency: args.concurrency,
-        polls: args.polls,
-        tokens,
-        approve_in: args.approve_in.clone(),
-        only_get: args.only_get.clone(),
-        server_pid: args.server_pid,
-    })
-    .await?;
+    let report = run(args, &fleet_root_pem, &tokens).await?;
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&report).expect("plain data serialises");
         crate::durable::write_atomic(path, &json, 0o644).map_err(AgentError::file(path))?;

@@ -1,7 +1,7 @@
 //! `certs`: the command that writes a development fleet, the endpoint's
 //! `controller.fleet.janus` certificate (renewed only when due) and node CAs
 //! to files, and re-signs a fleet's bundle at a higher version. The minting
-//! itself is [`crate::pki::mint`], re-exported here.
+//! itself is `pki::mint`'s, re-exported here: this is its one public path.
 //!
 //! Invariants: private keys are written 0600; nothing that exists is silently
 //! overwritten; a re-signed bundle is checked against the root before it is
@@ -14,8 +14,8 @@ use crate::durable::write_atomic;
 use crate::pki;
 pub use crate::pki::mint::{
     FleetMaterial, MintError, Minted, console_line, mint_controller, mint_fleet, mint_node_ca, sign_bundle,
-    with_suffix, write_pair,
 };
+pub use crate::pki::pair::{with_suffix, write_pair};
 
 /// Writes a fleet into `dir` (created 0700 when missing), refusing to touch
 /// an existing one.

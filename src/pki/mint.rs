@@ -1,15 +1,14 @@
 //! Minting with rcgen, in the profiles a real node accepts: a development
 //! fleet (root, issuing CA, signed bundle), the endpoint's
-//! `controller.fleet.janus` certificate, and node CAs; and writing a minted
-//! pair. Used by the `certs` command, the agent (a node's own CA) and tests.
+//! `controller.fleet.janus` certificate, and node CAs. Used by the `certs`
+//! command (whose module writes them to files, and is their one public
+//! path), the agent (a node's own CA) and tests.
 //!
 //! Invariants: every key is ECDSA P-256 and every signature ECDSA-SHA256;
 //! the minting functions return PEM text and write nothing, so tests mint
-//! their certificates at run time with the very code users run; private
-//! keys are written 0600, and nothing that exists is overwritten unless
-//! asked.
+//! their certificates at run time with the very code users run.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
@@ -21,7 +20,6 @@ use secrecy::{ExposeSecret, SecretString};
 use time::Duration;
 
 use super::{BundlePayload, FLEET_CONTROLLER_NAME, PkiError, SignedBundle};
-use crate::durable::{create_exclusive, remove_durably, write_atomic};
 
 /// Why minting or writing certificates failed.
 #[derive(Debug, thiserror::Error)]
@@ -171,41 +169,6 @@ pub fn console_line(cert_pem: &str) -> Result<String, MintError> {
 
 fn ensure_newline(s: &str) -> String {
     if s.ends_with('\n') { s.to_string() } else { format!("{s}\n") }
-}
-
-/// Writes `PREFIX.crt` (0644) and `PREFIX.key` (0600), the key first (a
-/// reader that finds the new certificate finds its key). Without
-/// `replace`, each is created only if no file has its name, decided by the
-/// file system (no look-then-write window): an existing one is never
-/// touched, and a key made for a certificate that could not be is removed.
-pub fn write_pair(prefix: &Path, minted: &Minted, replace: bool) -> Result<(PathBuf, PathBuf), MintError> {
-    let crt = with_suffix(prefix, "crt");
-    let key = with_suffix(prefix, "key");
-    let key_pem = minted.key_pem.expose_secret().as_bytes();
-    if replace {
-        write_atomic(&key, key_pem, 0o600)?;
-        write_atomic(&crt, minted.cert_pem.as_bytes(), 0o644)?;
-        return Ok((crt, key));
-    }
-    if !create_exclusive(&key, key_pem, 0o600)? {
-        return Err(MintError::Exists(key));
-    }
-    match create_exclusive(&crt, minted.cert_pem.as_bytes(), 0o644) {
-        Ok(true) => Ok((crt, key)),
-        other => {
-            let _ = remove_durably(&key);
-            other?;
-            Err(MintError::Exists(crt))
-        }
-    }
-}
-
-/// `prefix` with `.suffix` appended (`out` becomes `out.crt`).
-pub fn with_suffix(prefix: &Path, suffix: &str) -> PathBuf {
-    let mut s = prefix.as_os_str().to_owned();
-    s.push(".");
-    s.push(suffix);
-    PathBuf::from(s)
 }
 
 fn fingerprint(cert_pem: &str) -> Result<String, MintError> {

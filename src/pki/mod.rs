@@ -10,7 +10,8 @@
 //! endpoint's certificate and key. Nothing here does network I/O; file reads
 //! are whole-file and small.
 
-pub mod mint;
+pub(crate) mod mint;
+pub(crate) mod pair;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

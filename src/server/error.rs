@@ -2,7 +2,8 @@
 //! to its status and a JSON `{"error": "..."}` body here.
 //!
 //! Invariants: never 409, and never a body naming `service_cert_pem` (either
-//! makes a node post its admin key); internal causes are logged, not sent.
+//! makes a node post its admin key); internal causes are logged (once, by the
+//! request middleware, from [`InternalCause`]), not sent.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -115,13 +116,16 @@ impl ApiError {
     }
 }
 
+/// An internal error's cause, carried on its answer to the request
+/// middleware, which logs it once with the request's span (as axum's
+/// error-handling example does): never in the body.
+#[derive(Debug, Clone)]
+pub struct InternalCause(pub std::sync::Arc<std::io::Error>);
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let message = match &self {
-            ApiError::Internal(cause) => {
-                tracing::error!(cause = %cause, os_error = crate::durable::os_error(cause), "request failed");
-                "internal error".to_string()
-            }
+            ApiError::Internal(_) => "internal error".to_string(),
             other => other.to_string(),
         };
         // Belt and braces: whatever a future message says, this word never leaves.
@@ -138,6 +142,9 @@ impl IntoResponse for ApiError {
             // The pending cap: room comes back as admins act or records age
             // out; a newer format: once a version that knows it serves.
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, 60u64.into());
+        }
+        if let ApiError::Internal(cause) = self {
+            response.extensions_mut().insert(InternalCause(std::sync::Arc::new(cause)));
         }
         response
     }

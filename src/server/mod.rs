@@ -341,6 +341,63 @@ pub fn router(app: Arc<App>) -> Router {
 }
 
 impl Prepared {
+    /// The TLS listener's acceptor: the connection table (its caps, its
+    /// evictions counted), then the handshake within its time.
+    fn tls_acceptor(&self) -> std::io::Result<accept::Shedding<RustlsAcceptor<accept::ConnectionCap>>> {
+        let rustls = RustlsConfig::from_config(Arc::new(
+            crate::tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
+        ));
+        let evicted = metrics::OutcomeLabels { outcome: "evicted" };
+        let cap = accept::ConnectionCap::new(accept::Caps {
+            max: self.config.max_connections,
+            per_source: self.config.max_connections_per_source,
+            per_network: self.config.max_connections_per_network,
+            evict: true,
+        })
+        .counting_evictions(self.app.metrics.connection_failures.get_or_create(&evicted).clone());
+        Ok(accept::Shedding {
+            tls: RustlsAcceptor::new(rustls)
+                .handshake_timeout(self.config.handshake_timeout)
+                .acceptor(cap.clone()),
+            cap,
+            handshake: self.config.handshake_timeout,
+        })
+    }
+
+    /// The probes' own door, when `--metrics-listen` asks for it: plain
+    /// HTTP, its own connection cap, so a flooded TLS port never fails a
+    /// liveness or readiness probe. Started on this runtime.
+    fn spawn_metrics(
+        &self,
+        handle: axum_server::Handle<SocketAddr>,
+    ) -> std::io::Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>> {
+        let Some(addr) = self.config.metrics_listen else { return Ok(None) };
+        let head_timeout = self.config.head_timeout;
+        let plain = bind(&addr.to_string())?;
+        plain.set_nonblocking(true)?;
+        tracing::info!(metrics_listen = %plain.local_addr()?, "serving metrics over plain HTTP");
+        let metrics = Router::new()
+            .route("/metrics", get(routes::metrics))
+            .route("/healthz", get(routes::healthz))
+            .route("/livez", get(routes::livez))
+            .with_state(self.app.clone());
+        let failures = self.app.clone();
+        let mut server = axum_server::from_tcp(plain)?
+            .acceptor(accept::ConnectionCap::new(accept::Caps {
+                max: METRICS_MAX_CONNECTIONS,
+                per_source: 0,
+                per_network: 0,
+                evict: false,
+            }))
+            .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
+            .handle(handle)
+            .http1_only()
+            .first_request_timeout(head_timeout);
+        // One request per connection: an idle scraper holds nothing.
+        server.http_builder().http1().keep_alive(false).header_read_timeout(Some(head_timeout));
+        Ok(Some(tokio::spawn(server.serve(metrics.into_make_service()))))
+    }
+
     /// The application state, for tests.
     pub fn app(&self) -> Arc<App> {
         self.app.clone()
@@ -360,24 +417,7 @@ impl Prepared {
             .map_err(|e| std::io::Error::other(format!("the state directory is not usable: {e}")))?;
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
-        let rustls = RustlsConfig::from_config(Arc::new(
-            crate::tls::server_config(self.cert.clone()).map_err(std::io::Error::other)?,
-        ));
-        let evicted = metrics::OutcomeLabels { outcome: "evicted" };
-        let cap = accept::ConnectionCap::new(accept::Caps {
-            max: self.config.max_connections,
-            per_source: self.config.max_connections_per_source,
-            per_network: self.config.max_connections_per_network,
-            evict: true,
-        })
-        .counting_evictions(self.app.metrics.connection_failures.get_or_create(&evicted).clone());
-        let acceptor = accept::Shedding {
-            tls: RustlsAcceptor::new(rustls)
-                .handshake_timeout(self.config.handshake_timeout)
-                .acceptor(cap.clone()),
-            cap,
-            handshake: self.config.handshake_timeout,
-        };
+        let acceptor = self.tls_acceptor()?;
         let watched = reload::Watched {
             fleet: self.config.fleet.clone(),
             cert: self.config.cert.clone(),
@@ -404,34 +444,7 @@ impl Prepared {
             metrics_on_signal.graceful_shutdown(Some(grace));
         });
         let head_timeout = self.config.head_timeout;
-        let mut metrics_server = None;
-        if let Some(addr) = self.config.metrics_listen {
-            let plain = bind(&addr.to_string())?;
-            plain.set_nonblocking(true)?;
-            tracing::info!(metrics_listen = %plain.local_addr()?, "serving metrics over plain HTTP");
-            // The probes' own door: plain HTTP, its own connection cap, so a
-            // flooded TLS port never fails a liveness or readiness probe.
-            let metrics = Router::new()
-                .route("/metrics", get(routes::metrics))
-                .route("/healthz", get(routes::healthz))
-                .route("/livez", get(routes::livez))
-                .with_state(self.app.clone());
-            let failures = self.app.clone();
-            let mut server = axum_server::from_tcp(plain)?
-                .acceptor(accept::ConnectionCap::new(accept::Caps {
-                    max: METRICS_MAX_CONNECTIONS,
-                    per_source: 0,
-                    per_network: 0,
-                    evict: false,
-                }))
-                .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
-                .handle(metrics_handle.clone())
-                .http1_only()
-                .first_request_timeout(head_timeout);
-            // One request per connection: an idle scraper holds nothing.
-            server.http_builder().http1().keep_alive(false).header_read_timeout(Some(head_timeout));
-            metrics_server = Some(tokio::spawn(server.serve(metrics.into_make_service())));
-        }
+        let metrics_server = self.spawn_metrics(metrics_handle.clone())?;
         let failures = self.app.clone();
         let mut server = axum_server::from_tcp(listener)?
             .acceptor(acceptor)

@@ -222,27 +222,35 @@ async fn read_body(headers: &HeaderMap, body: Body, timeout: std::time::Duration
 /// One line per request: method, path (with the id), status, latency, peer.
 /// Headers are never logged: the poll secret travels in one.
 pub async fn log_request(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+    use tracing::Instrument;
+    static NEXT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let started = Instant::now();
     let route = route_of(request.extensions().get::<axum::extract::MatchedPath>().map(|m| m.as_str()));
-    let method = request.method().clone();
-    let path = request.uri().path().to_string();
     let peer =
         request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.to_string()).unwrap_or_default();
-    let response = next.run(request).await;
+    // Every line logged while it is served (the store's too, on the blocking
+    // pool: `AsyncStore` carries the span there) names this request.
+    let span = tracing::info_span!(
+        "request",
+        id = NEXT_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+        method = %request.method(),
+        path = %truncate(request.uri().path(), 128),
+        %peer,
+    );
+    let response = next.run(request).instrument(span.clone()).await;
     let status = response.status().as_u16();
     app.metrics.requests.get_or_create(&super::metrics::RequestLabels { route, status }).inc();
     app.metrics
         .latency
         .get_or_create(&super::metrics::RouteLabels { route })
         .observe(started.elapsed().as_secs_f64());
-    tracing::info!(
-        %method,
-        path = %truncate(&path, 128),
-        status = response.status().as_u16(),
-        latency_us = started.elapsed().as_micros() as u64,
-        %peer,
-        "request"
-    );
+    let _request = span.enter();
+    // An internal error is logged here, once, with its request: the answer
+    // itself says only "internal error".
+    if let Some(super::error::InternalCause(cause)) = response.extensions().get() {
+        tracing::error!(cause = %cause, os_error = crate::durable::os_error(cause), "request failed");
+    }
+    tracing::info!(status, latency_us = started.elapsed().as_micros() as u64, "request");
     response
 }
 

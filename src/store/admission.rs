@@ -108,27 +108,9 @@ impl Store {
     ) -> io::Result<Admission> {
         let id = record.id.clone();
         let no_room = Admission { id: id.clone(), outcome: Outcome::NoRoom };
-        if let Some(ca) = record.ca_sha256.clone() {
-            match self.is_ca_rejected(&ca)? {
-                true if !room => return Ok(no_room),
-                // Before any token: a rejected CA spends no use.
-                true if self.store_for_rejected_ca(&record, &ca)?.is_some() => {
-                    if self.first_of_burst(&ca) {
-                        self.audit.record_all(&[
-                            announced(&record, !token.is_empty()),
-                            AuditEvent::Rejected {
-                                id: record.id.clone(),
-                                by: DecidedBy::RejectedCa,
-                                user: None,
-                                ca_sha256: Some(ca),
-                            },
-                        ])?;
-                    }
-                    return Ok(Admission { id, outcome: Outcome::RejectedCa });
-                }
-                // Not rejected, or lifted just now.
-                _ => {}
-            }
+        // Before any token: a rejected CA spends no use.
+        if let Some(answer) = self.answer_for_rejected_ca(&record, token, room)? {
+            return Ok(answer);
         }
         if !token.is_empty() {
             // Looked for even when the token is no longer listed: its last
@@ -168,31 +150,8 @@ impl Store {
         record.token_claim = Some(mac.as_str().to_string());
         // Whole but not yet durable: the claim makes it so, with its marker.
         let claim_path = self.write_claim(&record)?;
-        for n in self.tokens.ledger.first_free(&mac, uses)..=uses {
-            if self.tokens.ledger.claim(&mac, n, &claim_path, record.ca_sha256.as_deref())? {
-                stall_after_claim();
-                if let Err(e) = self.finish(&mut record, token, Some(bundle_version)) {
-                    // Past the commit point: no undo (another process may
-                    // finish it meanwhile); the node's retry or recovery does.
-                    tracing::error!(
-                        node = %id, cause = %e,
-                        "a token admission failed after its use was claimed; the node's next announcement, \
-                         or maintenance once it is 30 s old, finishes it"
-                    );
-                    return Err(e);
-                }
-                self.remove_claim(&id);
-                // Blanked from `tokens` only once no claimed use can still
-                // be unfinished (another admission of this token).
-                if n == uses {
-                    if uses == 1 || self.tokens.ledger.spent_for_good(&mac, uses)? {
-                        self.tokens.spent(token);
-                    } else {
-                        self.tokens.sweep_later();
-                    }
-                }
-                return Ok(Admission { id, outcome: Outcome::Admitted });
-            }
+        if self.claim_a_use(&mut record, token, &mac, uses, &claim_path, bundle_version)? {
+            return Ok(Admission { id, outcome: Outcome::Admitted });
         }
         // Every use is spent. By this CA, maybe, through a replica that
         // stalled or died between its marker and its CA index: found among
@@ -220,6 +179,83 @@ impl Store {
         durable::rename_durably(&claim_path, &record_path)?;
         self.audit.record(announced(&record, true))?;
         Ok(Admission { id, outcome: Outcome::Pending })
+    }
+
+    /// The answer to an announcement of a rejected CA (stored rejected at
+    /// once, audited at the first of a burst), or none: the CA is not
+    /// rejected, or its rejection was lifted just now.
+    fn answer_for_rejected_ca(
+        &self,
+        record: &NodeRecord,
+        token: &str,
+        room: bool,
+    ) -> io::Result<Option<Admission>> {
+        let Some(ca) = record.ca_sha256.clone() else { return Ok(None) };
+        if !self.is_ca_rejected(&ca)? {
+            return Ok(None);
+        }
+        if !room {
+            return Ok(Some(Admission { id: record.id.clone(), outcome: Outcome::NoRoom }));
+        }
+        if self.store_for_rejected_ca(record, &ca)?.is_none() {
+            return Ok(None);
+        }
+        if self.first_of_burst(&ca) {
+            self.audit.record_all(&[
+                announced(record, !token.is_empty()),
+                AuditEvent::Rejected {
+                    id: record.id.clone(),
+                    by: DecidedBy::RejectedCa,
+                    user: None,
+                    ca_sha256: Some(ca),
+                },
+            ])?;
+        }
+        Ok(Some(Admission { id: record.id.clone(), outcome: Outcome::RejectedCa }))
+    }
+
+    /// Claims the first free use of `mac` (of `uses`) for the claim at
+    /// `claim_path` and finishes the admission: true when one was won.
+    /// Past a won claim there is no undo; an error there is finished by
+    /// the node's retry or a recovery.
+    fn claim_a_use(
+        &self,
+        record: &mut NodeRecord,
+        token: &str,
+        mac: &Mac,
+        uses: u32,
+        claim_path: &std::path::Path,
+        bundle_version: u64,
+    ) -> io::Result<bool> {
+        let id = record.id.clone();
+        for n in self.tokens.ledger.first_free(mac, uses)..=uses {
+            if !self.tokens.ledger.claim(mac, n, claim_path, record.ca_sha256.as_deref())? {
+                continue;
+            }
+            stall_after_claim();
+            if let Err(e) = self.finish(record, token, Some(bundle_version)) {
+                // Past the commit point: no undo (another process may
+                // finish it meanwhile); the node's retry or recovery does.
+                tracing::error!(
+                    node = %id, cause = %e,
+                    "a token admission failed after its use was claimed; the node's next announcement, \
+                     or maintenance once it is 30 s old, finishes it"
+                );
+                return Err(e);
+            }
+            self.remove_claim(&id);
+            // Blanked from `tokens` only once no claimed use can still
+            // be unfinished (another admission of this token).
+            if n == uses {
+                if uses == 1 || self.tokens.ledger.spent_for_good(mac, uses)? {
+                    self.tokens.spent(token);
+                } else {
+                    self.tokens.sweep_later();
+                }
+            }
+            return Ok(true);
+        }
+        Ok(false)
     }
 
     /// Finishes an admission whose use a crash left claimed but unfinished
@@ -298,11 +334,9 @@ impl Store {
             // made, and what an admin decided since, stand.
             return Ok(());
         }
-        let mut admitted = AuditEvent::admitted(id.clone(), DecidedBy::Token, None);
-        if let AuditEvent::Admitted { token_sha256_prefix, .. } = &mut admitted {
-            *token_sha256_prefix = (!token.is_empty()).then(|| token_fingerprint(token));
-        }
-        let mut events = vec![announced(record, true), admitted];
+        let admitted =
+            super::Admitted::by_token(id.clone(), (!token.is_empty()).then(|| token_fingerprint(token)));
+        let mut events = vec![announced(record, true), admitted.into()];
         if let Some(bundle_version) = delivering {
             events.push(AuditEvent::TrustDelivered { id: id.clone(), bundle_version });
         }
@@ -314,7 +348,7 @@ impl Store {
         // approval last: until it exists the record is listed as unsettled,
         // so a crash anywhere here is found and finished by a recovery.
         record.admitted = true;
-        record.admitted_by = Some(DecidedBy::Token.to_string());
+        record.admitted_by = Some(super::AdmittedBy::Known(DecidedBy::Token));
         // One after the other on this (blocking-pool) thread: a thread of
         // their own per admission would mean a thousand in a boot storm.
         self.write_record(record)?;

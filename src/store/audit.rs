@@ -233,25 +233,18 @@ fn current_uid() -> u32 {
     rustix::process::getuid().as_raw()
 }
 
-/// The name of `uid` from /etc/passwd, or `uid:N`.
+/// The name of `uid` as the system's user database says it (NSS: files,
+/// LDAP, sssd), or `uid:N`.
 pub fn user_name(uid: u32) -> String {
-    std::fs::read_to_string("/etc/passwd")
-        .ok()
-        .and_then(|passwd| {
-            passwd.lines().find_map(|line| {
-                let mut fields = line.split(':');
-                let name = fields.next()?;
-                let id: u32 = fields.nth(1)?.parse().ok()?;
-                (id == uid).then(|| name.to_string())
-            })
-        })
+    uzers::get_user_by_uid(uid)
+        .map(|user| user.name().to_string_lossy().into_owned())
         .unwrap_or_else(|| format!("uid:{uid}"))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{DecidedBy, NodeId};
+    use crate::store::{Admitted, DecidedBy, NodeId};
 
     #[test]
     fn appends_lines_and_finds_a_nodes_history() {
@@ -268,13 +261,14 @@ mod tests {
         };
         audit.record(announced(&a1)).unwrap();
         audit.record(announced(&b2)).unwrap();
-        audit.record(AuditEvent::admitted(a1.clone(), DecidedBy::Token, None)).unwrap();
-        audit.record(AuditEvent::admitted(a1.clone(), DecidedBy::Token, None)).unwrap();
+        audit.record(Admitted::new(a1.clone(), DecidedBy::Token, None).into()).unwrap();
+        audit.record(Admitted::new(a1.clone(), DecidedBy::Token, None).into()).unwrap();
         let history = audit.history(a1.as_str()).unwrap();
         assert_eq!(history.len(), 2);
         assert_eq!(history[1]["by"], "token");
         assert!(history[0]["at"].as_str().unwrap().ends_with('Z'));
         assert_eq!(user_name(0), "root");
+        assert_eq!(user_name(4_000_000_000), "uid:4000000000", "no such user: its number");
         assert_eq!(token_fingerprint("t").len(), 12);
     }
 }

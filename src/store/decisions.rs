@@ -25,15 +25,15 @@ use serde_json::{Map, Value};
 
 use super::error::Undecidable;
 use super::{
-    Approval, DecidedBy, NodeId, NodeRecord, NodeState, REJECTED_BURST, REJECTED_BURSTS_KEPT, Store, audit,
-    is_sha256_hex,
+    DecidedBy, DecisionNote, NodeId, NodeRecord, NodeState, REJECTED_BURST, REJECTED_BURSTS_KEPT, Store,
+    audit, is_sha256_hex,
 };
 use crate::durable;
 
 impl Store {
     /// Creates `approved/<id>` durably, saying who approved (idempotent).
     pub fn approve(&self, id: &NodeId, by: DecidedBy, user: &str) -> io::Result<()> {
-        let note = serde_json::to_vec(&Approval { by, user: user.into() }).map_err(io::Error::other)?;
+        let note = serde_json::to_vec(&DecisionNote { by, user: user.into() }).map_err(io::Error::other)?;
         self.write_file(&self.approval_path(id), &note)
     }
 
@@ -43,18 +43,16 @@ impl Store {
     }
 
     /// Who approved `id`, when it is approved.
-    pub fn approval(&self, id: &NodeId) -> Option<Approval> {
+    pub fn approval(&self, id: &NodeId) -> Option<DecisionNote> {
         use std::os::unix::fs::MetadataExt;
         let path = self.approval_path(id);
         // The name's own owner and content: a link is not followed.
         let meta = durable::retry_stale(|| fs::symlink_metadata(&path)).ok()?;
         let note = durable::read_own(&path).unwrap_or_default();
-        Some(
-            serde_json::from_slice(&note).unwrap_or_else(|_| Approval {
-                by: DecidedBy::ApprovalFile,
-                user: audit::user_name(meta.uid()),
-            }),
-        )
+        Some(serde_json::from_slice(&note).unwrap_or_else(|_| DecisionNote {
+            by: DecidedBy::ApprovalFile,
+            user: audit::user_name(meta.uid()),
+        }))
     }
 
     /// Whether `id` is rejected; when that cannot be told, it is (a
@@ -64,11 +62,11 @@ impl Store {
     }
 
     /// Who rejected `id`, when it is rejected.
-    pub fn rejection(&self, id: &NodeId) -> Option<Approval> {
+    pub fn rejection(&self, id: &NodeId) -> Option<DecisionNote> {
         let note = durable::read_fresh(&self.marker("rejected", id)).ok()?;
         Some(
             serde_json::from_slice(&note)
-                .unwrap_or_else(|_| Approval { by: DecidedBy::RejectionFile, user: "".into() }),
+                .unwrap_or_else(|_| DecisionNote { by: DecidedBy::RejectionFile, user: "".into() }),
         )
     }
 
@@ -83,7 +81,7 @@ impl Store {
     /// its CA (`ca_sha256`) is rejected too, so the node's later
     /// announcements are rejected at once.
     pub fn reject(&self, id: &NodeId, ca_sha256: &str, user: &str) -> io::Result<()> {
-        let note = serde_json::to_vec(&Approval { by: DecidedBy::Command, user: user.into() })
+        let note = serde_json::to_vec(&DecisionNote { by: DecidedBy::Command, user: user.into() })
             .map_err(io::Error::other)?;
         if is_sha256_hex(ca_sha256) {
             let _lock = self.decisions_lock()?;
@@ -96,7 +94,7 @@ impl Store {
 
     /// Marks `id` rejected because its CA is (audited by the caller).
     pub fn reject_for_ca(&self, id: &NodeId) -> io::Result<()> {
-        let note = serde_json::to_vec(&Approval { by: DecidedBy::RejectedCa, user: String::new() })
+        let note = serde_json::to_vec(&DecisionNote { by: DecidedBy::RejectedCa, user: String::new() })
             .map_err(io::Error::other)?;
         self.write_file(&self.marker("rejected", id), &note)
     }

@@ -35,25 +35,59 @@ pub enum DecidedBy {
     Swarm,
 }
 
-impl DecidedBy {
-    /// As it is written.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecidedBy::Token => "token",
-            DecidedBy::Command => "command",
-            DecidedBy::Policy => "policy",
-            DecidedBy::ApprovalFile => "approval-file",
-            DecidedBy::RejectionFile => "rejection-file",
-            DecidedBy::RejectedCa => "rejected-ca",
-            DecidedBy::Expiry => "expiry",
-            DecidedBy::Swarm => "swarm",
+/// As it is written: serde's name for it, the one table of them.
+impl std::fmt::Display for DecidedBy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match serde_json::to_value(self) {
+            Ok(serde_json::Value::String(name)) => f.write_str(&name),
+            _ => Err(std::fmt::Error),
         }
     }
 }
 
-impl std::fmt::Display for DecidedBy {
+/// What an `admitted` event says: which node, and who or what admitted it
+/// how. One value makes both the decision and its event ([`super::Store::admit`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Admitted {
+    /// Its id.
+    pub id: NodeId,
+    /// What admitted it.
+    pub by: DecidedBy,
+    /// Who, when a person or a program did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub user: Option<String>,
+    /// The token's fingerprint, when a token did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256_prefix: Option<String>,
+    /// The CA fingerprint the admin checked (`nodes approve --ca-sha256`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checked_ca_sha256: Option<String>,
+    /// The admin approved over its CA's rejection (`--force`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub forced_over_rejected_ca: Option<bool>,
+    /// A hand-made approval over a rejected CA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub over_rejected_ca: Option<bool>,
+}
+
+/// Who admitted a node, as its record's `admitted_by` says: a decider this
+/// version knows, or a later version's name for one, kept as written (a
+/// record is never unreadable, nor rewritten without it, for a new name).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum AdmittedBy {
+    /// One of ours.
+    Known(DecidedBy),
+    /// Another version's.
+    Other(String),
+}
+
+impl std::fmt::Display for AdmittedBy {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
+        match self {
+            AdmittedBy::Known(by) => by.fmt(f),
+            AdmittedBy::Other(name) => f.write_str(name),
+        }
     }
 }
 
@@ -78,27 +112,7 @@ pub enum AuditEvent {
         token_presented: bool,
     },
     /// A node was admitted.
-    Admitted {
-        /// Its id.
-        id: NodeId,
-        /// What admitted it.
-        by: DecidedBy,
-        /// Who, when a person or a program did.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        user: Option<String>,
-        /// The token's fingerprint, when a token did.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        token_sha256_prefix: Option<String>,
-        /// The CA fingerprint the admin checked (`nodes approve --ca-sha256`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        checked_ca_sha256: Option<String>,
-        /// The admin approved over its CA's rejection (`--force`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        forced_over_rejected_ca: Option<bool>,
-        /// A hand-made approval over a rejected CA.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        over_rejected_ca: Option<bool>,
-    },
+    Admitted(Admitted),
     /// A node's spent token was presented again by the same CA within the
     /// readmit window: answered admitted with its first id.
     Readmitted {
@@ -184,10 +198,10 @@ pub enum AuditEvent {
     },
 }
 
-impl AuditEvent {
-    /// `admitted` by `by`, with `user` when a person or a program decided.
-    pub fn admitted(id: NodeId, by: DecidedBy, user: Option<String>) -> Self {
-        AuditEvent::Admitted {
+impl Admitted {
+    /// Admitted by `by`, with `user` when a person or a program decided.
+    pub fn new(id: NodeId, by: DecidedBy, user: Option<String>) -> Self {
+        Admitted {
             id,
             by,
             user,
@@ -198,6 +212,39 @@ impl AuditEvent {
         }
     }
 
+    /// Admitted by a token, named by its fingerprint (none for a token
+    /// that is empty: a recovery that no longer knows it).
+    pub fn by_token(id: NodeId, token_sha256_prefix: Option<String>) -> Self {
+        Admitted { token_sha256_prefix, ..Admitted::new(id, DecidedBy::Token, None) }
+    }
+
+    /// Admitted by an admin's command, with the CA fingerprint they
+    /// checked, and whether they forced it over the CA's rejection.
+    pub fn by_command(id: NodeId, user: String, checked: Option<String>, forced: bool) -> Self {
+        Admitted {
+            checked_ca_sha256: checked,
+            forced_over_rejected_ca: forced.then_some(true),
+            ..Admitted::new(id, DecidedBy::Command, Some(user))
+        }
+    }
+
+    /// Admitted by a hand-made `approved/<id>` of `user`'s, and whether it
+    /// was over a rejection.
+    pub fn by_file(id: NodeId, user: String, over_rejected_ca: bool) -> Self {
+        Admitted {
+            over_rejected_ca: Some(over_rejected_ca),
+            ..Admitted::new(id, DecidedBy::ApprovalFile, Some(user))
+        }
+    }
+}
+
+impl From<Admitted> for AuditEvent {
+    fn from(admitted: Admitted) -> Self {
+        AuditEvent::Admitted(admitted)
+    }
+}
+
+impl AuditEvent {
     /// `forgotten` by `by`.
     pub fn forgotten(id: NodeId, by: DecidedBy, user: Option<String>, reason: Option<&str>) -> Self {
         AuditEvent::Forgotten { id, by, user, reason: reason.map(str::to_string) }
@@ -234,9 +281,25 @@ mod tests {
 
     #[test]
     fn decided_by_is_written_as_before() {
-        for by in [DecidedBy::Token, DecidedBy::ApprovalFile, DecidedBy::RejectedCa, DecidedBy::RejectionFile]
-        {
-            assert_eq!(serde_json::to_value(by).unwrap(), serde_json::json!(by.as_str()));
+        let written = [
+            (DecidedBy::Token, "token"),
+            (DecidedBy::Command, "command"),
+            (DecidedBy::Policy, "policy"),
+            (DecidedBy::ApprovalFile, "approval-file"),
+            (DecidedBy::RejectionFile, "rejection-file"),
+            (DecidedBy::RejectedCa, "rejected-ca"),
+            (DecidedBy::Expiry, "expiry"),
+            (DecidedBy::Swarm, "swarm"),
+        ];
+        for (by, name) in written {
+            assert_eq!(serde_json::to_value(by).unwrap(), serde_json::json!(name));
+            assert_eq!(by.to_string(), name, "shown as written");
         }
+        // A record's `admitted_by` of a later version: kept as written.
+        let later: AdmittedBy = serde_json::from_str(r#""orchestrator""#).unwrap();
+        assert_eq!(later, AdmittedBy::Other("orchestrator".into()));
+        assert_eq!(serde_json::to_string(&later).unwrap(), r#""orchestrator""#);
+        let ours: AdmittedBy = serde_json::from_str(r#""token""#).unwrap();
+        assert_eq!(ours, AdmittedBy::Known(DecidedBy::Token));
     }
 }

@@ -82,7 +82,7 @@ fn refuse_world_writable(dir: &Path) -> io::Result<()> {
 pub use audit::Audit;
 pub use durable::write_atomic;
 pub use error::StoreError;
-pub use event::{AuditEvent, DecidedBy};
+pub use event::{Admitted, AdmittedBy, AuditEvent, DecidedBy};
 pub use id::NodeId;
 pub use on_pool::AsyncStore;
 pub use tokens::Tokens;
@@ -118,7 +118,7 @@ pub struct NodeRecord {
     pub peer_address: Option<String>,
     /// `token` when a registration token admitted the node.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub admitted_by: Option<String>,
+    pub admitted_by: Option<AdmittedBy>,
     /// The ledger name of the token this node presented, written before the
     /// use is claimed, so that an admission a crash cut short is found and
     /// finished ([`Store::recover`]).
@@ -208,10 +208,12 @@ pub enum NodeState {
     Rejected,
 }
 
-/// Who approved a node: the content `nodes approve` and the admission policy
-/// write into `approved/<id>`; an empty file (`touch`) is its owner's.
+/// Who decided on a node, and how: the content of `approved/<id>` (what
+/// `nodes approve`, a token and the admission command write) and of
+/// `rejected/<id>` (`nodes reject`, a rejected CA); an empty file (`touch`)
+/// is its owner's.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Approval {
+pub struct DecisionNote {
     /// What made it: a token, a command, the admission command; a
     /// hand-made file (empty, or not ours) is the file's.
     pub by: DecidedBy,
@@ -446,6 +448,14 @@ impl Store {
     /// Appends `event` to the audit trail, durably.
     pub fn record(&self, event: AuditEvent) -> io::Result<()> {
         self.audit.record(event)
+    }
+
+    /// An admission decided outside an announcement (an admin's command,
+    /// the admission command, the swarm): `approved/<id>` made durably,
+    /// saying who, then its `admitted` event. One decision, one method.
+    pub fn admit(&self, admitted: Admitted) -> io::Result<()> {
+        self.approve(&admitted.id, admitted.by, admitted.user.as_deref().unwrap_or(""))?;
+        self.audit.record(admitted.into())
     }
 
     /// The audit trail ([`Audit`]): read, searched, followed.

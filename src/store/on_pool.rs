@@ -22,7 +22,7 @@ use super::admission::Admission;
 use super::format::FormatError;
 use super::maintain::{MaintenanceLimits, Report};
 use super::poll::PollAnswer;
-use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store, StoreError, Unhealthy};
+use super::{DecidedBy, NodeId, NodeRecord, Store, StoreError, Unhealthy};
 
 /// A health result is reused for this long: `/healthz` is the benchmark's
 /// ceiling, so it must not cost a file write per request.
@@ -67,7 +67,9 @@ impl AsyncStore {
         work: impl FnOnce(&Store) -> io::Result<T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let store = self.store.clone();
-        match tokio::task::spawn_blocking(move || work(&store)).await {
+        // The caller's span (a request's) goes with the work: its log lines name it.
+        let span = tracing::Span::current();
+        match tokio::task::spawn_blocking(move || span.in_scope(|| work(&store))).await {
             Ok(done) => done.map_err(StoreError::from),
             Err(e) => Err(StoreError::Io(io::Error::other(format!("a state task failed: {e}")))),
         }
@@ -117,11 +119,8 @@ impl AsyncStore {
 
     /// Approves `id` for the admission command `program`, audited.
     pub async fn admit_by_policy(&self, id: NodeId, program: String) -> Result<(), StoreError> {
-        self.on_pool(move |store| {
-            store.approve(&id, DecidedBy::Policy, &program)?;
-            store.audit.record(AuditEvent::admitted(id, DecidedBy::Policy, Some(program)))
-        })
-        .await
+        self.on_pool(move |store| store.admit(super::Admitted::new(id, DecidedBy::Policy, Some(program))))
+            .await
     }
 
     /// One maintenance pass ([`Store::maintain`]), after removing what

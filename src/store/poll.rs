@@ -13,7 +13,7 @@ use std::io;
 
 use subtle::ConstantTimeEq;
 
-use super::{Approval, AuditEvent, DecidedBy, NodeId, Store};
+use super::{AuditEvent, DecidedBy, DecisionNote, NodeId, Store};
 use crate::pki::sha256_hex;
 
 /// What a poll is answered.
@@ -60,17 +60,19 @@ impl Store {
         Ok(PollAnswer::Admitted)
     }
 
-    fn record_first_delivery(&self, id: &NodeId, approval: &Approval, bundle_version: u64) -> io::Result<()> {
+    fn record_first_delivery(
+        &self,
+        id: &NodeId,
+        approval: &DecisionNote,
+        bundle_version: u64,
+    ) -> io::Result<()> {
         let mut events = Vec::new();
         // A `touch`ed approval has no event yet: the node learns it now. Over a
         // rejected CA it wins (the admin acted on purpose), and says so.
         if approval.by == DecidedBy::ApprovalFile {
-            let mut admitted =
-                AuditEvent::admitted(id.clone(), DecidedBy::ApprovalFile, Some(approval.user.clone()));
-            if let AuditEvent::Admitted { over_rejected_ca, .. } = &mut admitted {
-                *over_rejected_ca = Some(self.is_rejected(id));
-            }
-            events.push(admitted);
+            events.push(
+                super::Admitted::by_file(id.clone(), approval.user.clone(), self.is_rejected(id)).into(),
+            );
         }
         events.push(AuditEvent::TrustDelivered { id: id.clone(), bundle_version });
         self.audit.record_all(&events)?;

@@ -310,7 +310,7 @@ async fn a_retry_finds_its_use_when_the_ca_index_was_never_linked() {
 
 #[tokio::test]
 async fn a_certificate_from_another_fleet_is_refused_on_reload_and_healthz_says_so() {
-    use janus_registration::pki::mint;
+    use janus_registration::certs as mint;
     let fx = Fixture::new();
     let server = InProcess::start(fx.config()).await;
     let client = node_client(&fx, server.addr);

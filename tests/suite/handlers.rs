@@ -55,3 +55,28 @@ async fn a_valid_announcement_is_201_with_its_id() {
     assert_eq!(body["id"].as_str().map(str::len), Some(32), "{body}");
     assert_eq!(body["admitted"], false);
 }
+
+#[tokio::test]
+async fn an_internal_error_is_logged_once_naming_its_request() {
+    let fx = Fixture::new();
+    let server = Process::start(&fx.serve_args());
+    let client = node_client(&fx, server.addr);
+    // `nodes/` a file: the record cannot be written (ENOTDIR), a fault of ours.
+    std::fs::remove_dir_all(fx.state().join("nodes")).unwrap();
+    std::fs::write(fx.state().join("nodes"), b"").unwrap();
+    let ca = janus_registration::certs::mint_node_ca("edge").unwrap();
+    let answer = post(&client, &announcement("edge", &ca, "", &new_secret())).await;
+    assert_eq!(answer.status, 500, "{}", answer.text());
+    assert_eq!(json(&answer)["error"], "internal error", "the cause is not sent");
+    let logged = |s: &Process| s.log().lines().filter(|l| l.contains("request failed")).count();
+    assert!(wait_for(std::time::Duration::from_secs(10), || logged(&server) >= 1), "{}", server.log());
+    let log = server.log();
+    let failed: Vec<&str> = log.lines().filter(|l| l.contains("request failed")).collect();
+    assert_eq!(failed.len(), 1, "once: {failed:?}");
+    assert!(failed[0].contains("method=POST") && failed[0].contains("path=/register"), "{}", failed[0]);
+    assert!(failed[0].contains("nodes"), "with its cause: {}", failed[0]);
+    // The store's own lines for it carry the same request span.
+    let id = failed[0].split("request{id=").nth(1).and_then(|r| r.split_whitespace().next()).unwrap();
+    let spanned = log.lines().filter(|l| l.contains(&format!("request{{id={id} "))).count();
+    assert!(spanned >= 2, "the failure and the request's own line, in one span: {log}");
+}

@@ -166,3 +166,20 @@ fn a_server_whose_stderr_is_gone_still_serves_and_stops() {
     }
     assert!(stopped && exit.unwrap().success(), "SIGTERM stops it");
 }
+
+#[test]
+fn settings_that_cannot_work_are_refused_not_raised() {
+    let fx = Fixture::new();
+    for (flag, value, said) in [
+        ("--max-connections", "0", "--max-connections must be at least 1"),
+        ("--admission-queue", "0", "--admission-queue must be at least 1"),
+        ("--maintenance-every", "10ms", "--maintenance-every must be at least 100ms"),
+        ("--reload-every", "0s", "--reload-every must be at least 100ms"),
+    ] {
+        let mut args = fx.serve_args();
+        args.extend([flag.to_string(), value.to_string()]);
+        let (ok, _, stderr) = cli(&args);
+        assert!(!ok && stderr.contains(said), "{flag} {value}: {stderr}");
+        assert!(!fx.state().join("nodes").exists(), "{flag} {value}: refused before anything is laid out");
+    }
+}

@@ -23,7 +23,7 @@ async fn admitted(client: &janus_registration::agent::http::Endpoint, ca: &Minte
 
 fn fast_maintenance(fx: &Fixture) -> Process {
     let mut args = fx.serve_args();
-    args.extend(["--maintenance-every".into(), "50ms".into()]);
+    args.extend(["--maintenance-every".into(), "100ms".into()]);
     Process::start(&args)
 }
 
