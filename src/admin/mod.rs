@@ -276,10 +276,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-fn audit(store: &Store, event: crate::store::AuditEvent) -> Result<()> {
-    Ok(store.record(event)?)
-}
-
 /// One audit event for people: time, event, then the other fields as
 /// `key=value`, every value escaped.
 pub fn event_line(event: &serde_json::Value) -> String {

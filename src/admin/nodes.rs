@@ -8,13 +8,13 @@ use serde_json::json;
 
 use super::{
     AdminError, Among, ApproveArgs, CONSOLE_MARKER, IdArg, ListArgs, NodeView, NodesCommand, Result,
-    ShowArgs, audit, ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open,
-    open_to_read, view,
+    ShowArgs, ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open, open_to_read,
+    view,
 };
 use crate::clock::now_unix;
 use crate::pki;
 use crate::store::audit::current_user;
-use crate::store::{Admitted, AuditEvent, DecidedBy, NodeId, NodeRecord, NodeState, Store};
+use crate::store::{Admitted, DecidedBy, NodeId, NodeRecord, NodeState, Store};
 use crate::terminal::{self, escape, escape_lines};
 
 /// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
@@ -41,17 +41,7 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             if store.is_rejected(&id) && ca_rejected {
                 return Ok(format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)));
             }
-            let user = current_user();
-            store.reject(&id, &ca, &user)?;
-            audit(
-                &store,
-                AuditEvent::Rejected {
-                    id: id.clone(),
-                    by: DecidedBy::Command,
-                    user: Some(user),
-                    ca_sha256: Some(ca.clone()),
-                },
-            )?;
+            store.reject(&id, &ca, &current_user())?;
             Ok(format!(
                 "rejected {id} ({}) and its CA {}: its polls get 404 from now on, and its later \
                  announcements (new ids, same CA) are rejected at once; `nodes forget {id}` lifts that",
@@ -61,25 +51,12 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
         }
         NodesCommand::Forget(IdArg { id: node }) => {
             let (id, _) = find(&store, node, Among::All)?;
-            let user = current_user();
-            let lifted = store.forget(&id)?;
-            audit(&store, AuditEvent::forgotten(id.clone(), DecidedBy::Command, Some(user.clone()), None))?;
-            match lifted {
-                Some(ca) => {
-                    audit(
-                        &store,
-                        AuditEvent::CaUnrejected {
-                            id: id.clone(),
-                            ca_sha256: ca.clone(),
-                            user: user.clone(),
-                        },
-                    )?;
-                    Ok(format!(
-                        "forgot {id}, the record you rejected, and lifted the rejection of its CA {}: its next \
+            match store.forget(&id, &current_user())? {
+                Some(ca) => Ok(format!(
+                    "forgot {id}, the record you rejected, and lifted the rejection of its CA {}: its next \
                          announcement waits for approval again",
-                        escape(&ca)
-                    ))
-                }
+                    escape(&ca)
+                )),
                 None => Ok(format!("forgot {id}")),
             }
         }

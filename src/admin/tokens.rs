@@ -3,10 +3,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use super::{AdminError, Result, RevokeArgs, TokensCommand, TokensListArgs, audit, open};
+use super::{AdminError, Result, RevokeArgs, TokensCommand, TokensListArgs, open};
 use crate::clock::now_unix;
-use crate::store::AuditEvent;
-use crate::store::audit::{current_user, token_fingerprint};
+use crate::store::audit::current_user;
 use crate::store::tokens::{self, TokenMeta};
 use crate::terminal::{self, escape};
 
@@ -51,17 +50,6 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 expiry_audited: false,
             };
             store.add_tokens(&made, &meta)?;
-            for t in &made {
-                audit(
-                    &store,
-                    AuditEvent::TokenAdded {
-                        token_sha256_prefix: token_fingerprint(t),
-                        expires_at: meta.expires_at.map(crate::clock::unix_to_rfc3339),
-                        uses: args.uses.unwrap_or(1),
-                        user: user.clone(),
-                    },
-                )?;
-            }
             Ok(made.join("\n"))
         }
         TokensCommand::List(TokensListArgs { json }) => {
@@ -103,12 +91,9 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
             Ok(out)
         }
         TokensCommand::Revoke(RevokeArgs { token: key }) => {
-            let fingerprint =
-                store.revoke_token(key).map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
-            audit(
-                &store,
-                AuditEvent::TokenRevoked { token_sha256_prefix: fingerprint.clone(), user: current_user() },
-            )?;
+            let fingerprint = store
+                .revoke_token(key, &current_user())
+                .map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
             Ok(format!("revoked the token with SHA-256 {fingerprint}…"))
         }
     }

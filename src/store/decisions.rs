@@ -25,8 +25,8 @@ use serde_json::{Map, Value};
 
 use super::error::Undecidable;
 use super::{
-    DecidedBy, DecisionNote, NodeId, NodeRecord, NodeState, REJECTED_BURST, REJECTED_BURSTS_KEPT, Store,
-    audit, is_sha256_hex,
+    AuditEvent, DecidedBy, DecisionNote, NodeId, NodeRecord, NodeState, REJECTED_BURST, REJECTED_BURSTS_KEPT,
+    Store, audit, is_sha256_hex,
 };
 use crate::durable;
 
@@ -77,10 +77,21 @@ impl Store {
             && !(self.is_approved(id) && self.rejection(id).is_some_and(|r| r.by == DecidedBy::RejectedCa))
     }
 
-    /// Marks `id` rejected (its polls get 404) and withdraws any approval;
-    /// its CA (`ca_sha256`) is rejected too, so the node's later
-    /// announcements are rejected at once.
+    /// An admin's rejection of `id` (its polls get 404), withdrawing any
+    /// approval; its CA (`ca_sha256`) is rejected too, so the node's later
+    /// announcements are rejected at once; then its `rejected` event. One
+    /// decision, one method.
     pub fn reject(&self, id: &NodeId, ca_sha256: &str, user: &str) -> io::Result<()> {
+        self.write_rejection(id, ca_sha256, user)?;
+        self.audit.record(AuditEvent::Rejected {
+            id: id.clone(),
+            by: DecidedBy::Command,
+            user: Some(user.to_string()),
+            ca_sha256: Some(ca_sha256.to_string()),
+        })
+    }
+
+    fn write_rejection(&self, id: &NodeId, ca_sha256: &str, user: &str) -> io::Result<()> {
         let note = serde_json::to_vec(&DecisionNote { by: DecidedBy::Command, user: user.into() })
             .map_err(io::Error::other)?;
         if is_sha256_hex(ca_sha256) {
@@ -140,13 +151,30 @@ impl Store {
         Ok(file)
     }
 
+    /// An admin's `nodes forget`: every file about `id` removed, then its
+    /// `forgotten` event and, when it lifted its CA's rejection, the
+    /// `ca_unrejected` one; the CA lifted, if any. One decision, one method.
+    pub fn forget(&self, id: &NodeId, user: &str) -> io::Result<Option<String>> {
+        let lifted = self.remove_all_of(id)?;
+        let mut events =
+            vec![AuditEvent::forgotten(id.clone(), DecidedBy::Command, Some(user.to_string()), None)];
+        if let Some(ca) = &lifted {
+            events.push(AuditEvent::CaUnrejected {
+                id: id.clone(),
+                ca_sha256: ca.clone(),
+                user: user.to_string(),
+            });
+        }
+        self.audit.record_all(&events)?;
+        Ok(lifted)
+    }
+
     /// Removes every file about `id`. Rejection is by CA and only the
     /// admin's own decision lifts it: forgetting the very record an admin
     /// rejected (`rejected-cas/<sha256>` names it) lifts its CA's rejection,
-    /// and that CA is returned (the caller audits it); forgetting any other
-    /// record — a later announcement the server rejected for its CA, say —
-    /// never does.
-    pub fn forget(&self, id: &NodeId) -> io::Result<Option<String>> {
+    /// and that CA is returned; forgetting any other record — a later
+    /// announcement the server rejected for its CA, say — never does.
+    fn remove_all_of(&self, id: &NodeId) -> io::Result<Option<String>> {
         let mut lifted = None;
         if self.rejection(id).is_some_and(|r| r.by == DecidedBy::Command)
             && let Some(ca) = self.read_record(id)?.and_then(|r| r.ca_sha256)

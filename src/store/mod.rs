@@ -445,11 +445,6 @@ impl Store {
         &self.dir
     }
 
-    /// Appends `event` to the audit trail, durably.
-    pub fn record(&self, event: AuditEvent) -> io::Result<()> {
-        self.audit.record(event)
-    }
-
     /// An admission decided outside an announcement (an admin's command,
     /// the admission command, the swarm): `approved/<id>` made durably,
     /// saying who, then its `admitted` event. One decision, one method.
@@ -465,7 +460,17 @@ impl Store {
 
     /// Appends new tokens with their metadata ([`Tokens::add`]).
     pub fn add_tokens(&self, tokens: &[String], meta: &tokens::TokenMeta) -> io::Result<()> {
-        self.tokens.add(tokens, meta)
+        self.tokens.add(tokens, meta)?;
+        let added: Vec<AuditEvent> = tokens
+            .iter()
+            .map(|t| AuditEvent::TokenAdded {
+                token_sha256_prefix: audit::token_fingerprint(t),
+                expires_at: meta.expires_at.map(crate::clock::unix_to_rfc3339),
+                uses: meta.uses.unwrap_or(1),
+                user: meta.added_by.clone(),
+            })
+            .collect();
+        self.audit.record_all(&added)
     }
 
     /// Blanks spent and expired tokens, auditing expiries ([`Tokens::sweep`]); how many expired.
@@ -479,8 +484,13 @@ impl Store {
     }
 
     /// Revokes the token `key` names ([`Tokens::revoke`]); its fingerprint.
-    pub fn revoke_token(&self, key: &str) -> io::Result<String> {
-        self.tokens.revoke(key)
+    pub fn revoke_token(&self, key: &str, user: &str) -> io::Result<String> {
+        let fingerprint = self.tokens.revoke(key)?;
+        self.audit.record(AuditEvent::TokenRevoked {
+            token_sha256_prefix: fingerprint.clone(),
+            user: user.into(),
+        })?;
+        Ok(fingerprint)
     }
 
     /// Why the tokens' metadata cannot be read now, if it cannot.
