@@ -84,7 +84,7 @@ pub use durable::write_atomic;
 pub use error::StoreError;
 pub use event::{Admitted, AdmittedBy, AuditEvent, DecidedBy};
 pub use id::NodeId;
-pub use on_pool::AsyncStore;
+pub use on_pool::{AsyncStore, HEALTH_STALL};
 pub use tokens::Tokens;
 
 /// Why the state cannot be relied on now (`/healthz` says it with a 503).

@@ -69,3 +69,39 @@ async fn a_hung_state_file_stalls_no_worker_and_healthz_says_so() {
     assert!(exit.unwrap().success(), "{}", server.log());
     server.kill();
 }
+
+/// The same promise in virtual time, without a process: the runtime's
+/// clock is paused (`tokio::time::advance`), so the 10 s a stalled check
+/// needs before it is said take no time at all.
+#[tokio::test(start_paused = true)]
+async fn a_stalled_health_check_is_said_after_its_time_in_virtual_time() {
+    use janus_registration::store::{AsyncStore, HEALTH_STALL, Store};
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let store = AsyncStore::new(Store::open(&fx.state()).unwrap());
+    store.lay_out().await.unwrap();
+    assert!(store.health().await.is_ok(), "a first check, on a working state");
+    let tokens = fx.state().join("tokens");
+    std::fs::remove_file(&tokens).unwrap();
+    rustix::fs::mknodat(rustix::fs::CWD, &tokens, rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
+    // Past the last result's freshness: answered from it, a new check started (it hangs on the FIFO).
+    tokio::time::advance(Duration::from_millis(1100)).await;
+    assert!(store.health().await.is_ok(), "the last result, while the next check runs");
+    tokio::task::yield_now().await;
+    tokio::time::advance(HEALTH_STALL - Duration::from_secs(1)).await;
+    assert!(store.health().await.is_ok(), "not yet: the check has run 9 s");
+    tokio::time::advance(Duration::from_secs(1)).await;
+    let stalled = store.health().await.expect_err("said stalled once the check has run 10 s");
+    assert!(stalled.to_string().contains("has not finished a health check"), "{stalled}");
+    // A writer opens the FIFO and closes it: the stuck check reads an empty
+    // `tokens` and ends (the pool's thread is given back before the runtime goes).
+    let opened = wait_for(Duration::from_secs(10), || {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(&tokens)
+            .is_ok()
+    });
+    assert!(opened, "the check never opened the FIFO");
+}
