@@ -332,15 +332,22 @@ pub fn read_at_most(path: &Path, max: u64) -> io::Result<Vec<u8>> {
 /// Reads an open file from where it is to its end, refused beyond `max`
 /// bytes as [`read_at_most`] is.
 pub fn read_open_at_most(file: &File, max: u64) -> io::Result<Vec<u8>> {
-    let len = file.metadata()?.len();
-    let mut bytes = Vec::with_capacity(len.min(max) as usize);
-    io::Read::read_to_end(&mut io::Read::take(file, max + 1), &mut bytes)?;
-    if len > max || bytes.len() as u64 > max {
-        let size = len.max(bytes.len() as u64);
-        return Err(io::Error::new(
+    let too_large = |size: u64| {
+        io::Error::new(
             io::ErrorKind::InvalidData,
             format!("{size} bytes, over the {} MiB such a file may hold", max >> 20),
-        ));
+        )
+    };
+    // Refused before any byte is read when its size says so; the read is
+    // bounded too, for a file that grows meanwhile.
+    let len = file.metadata()?.len();
+    if len > max {
+        return Err(too_large(len));
+    }
+    let mut bytes = Vec::with_capacity(len as usize);
+    io::Read::read_to_end(&mut io::Read::take(file, max + 1), &mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(too_large(bytes.len() as u64));
     }
     Ok(bytes)
 }

@@ -202,7 +202,8 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
 fn approve_by_ca(store: &Store, want: &str, force: bool) -> Result<String> {
     let user = current_user();
     let (records, _) = store.list_records()?;
-    if store.is_ca_rejected(want)? && !force {
+    let ca_rejected = store.is_ca_rejected(want)?;
+    if ca_rejected && !force {
         return Err(AdminError::Refused(rejected_ca_refusal(want)));
     }
     // With --force, the records rejected only because their CA was are
@@ -225,9 +226,9 @@ fn approve_by_ca(store: &Store, want: &str, force: bool) -> Result<String> {
         }
         return Err(AdminError::NotFound(format!("no pending node has the CA SHA-256 {want}")));
     }
+    let forced = force && ca_rejected;
     let mut out = String::new();
     for record in matching {
-        let forced = force && store.is_ca_rejected(want)?;
         store.admit(Admitted::by_command(record.id.clone(), user.clone(), Some(want.to_string()), forced))?;
         let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
     }

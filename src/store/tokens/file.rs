@@ -15,12 +15,12 @@ use std::path::Path;
 use std::sync::MutexGuard;
 
 use super::Tokens;
+use crate::durable::with_path;
 
 /// The largest `tokens` file read: about two million tokens. A larger one
 /// is unreadable (its tokens refused, `/healthz` degraded); `tokens add`
 /// refuses to make one.
 pub const MAX_FILE_BYTES: u64 = 64 << 20;
-use crate::durable::with_path;
 
 /// A file's identity: any write by anyone changes one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
