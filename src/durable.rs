@@ -444,27 +444,28 @@ pub fn sync_dir(dir: &Path) -> io::Result<()> {
 }
 
 /// An I/O error that says which file it is about, as every message we print
-/// must; the original stays its [`std::error::Error::source`] (with its OS
-/// error code: [`os_error`]), and its kind is kept.
+/// must; the original is kept whole (with its OS error code: [`os_error`]),
+/// and so is its kind.
 pub fn with_path(error: io::Error, path: &Path) -> io::Error {
-    io::Error::new(error.kind(), AtPath { path: path.to_path_buf(), source: error })
+    io::Error::new(error.kind(), AtPath { path: path.to_path_buf(), cause: error })
 }
 
-/// An error about the file at `path`.
+/// An error about the file at `path`. Its message says its cause, so the
+/// cause is not also its `source()`: the crate's errors print each cause
+/// once, whoever prints the chain.
 #[derive(Debug, thiserror::Error)]
-#[error("{}: {source}", path.display())]
+#[error("{}: {cause}", path.display())]
 pub struct AtPath {
     /// The file.
     pub path: PathBuf,
     /// What went wrong.
-    #[source]
-    pub source: io::Error,
+    pub cause: io::Error,
 }
 
 /// The OS error code of `error`, or of the error it wraps ([`with_path`]).
 pub fn os_error(error: &io::Error) -> Option<i32> {
     error.raw_os_error().or_else(|| {
-        error.get_ref().and_then(|inner| inner.downcast_ref::<AtPath>()).and_then(|at| os_error(&at.source))
+        error.get_ref().and_then(|inner| inner.downcast_ref::<AtPath>()).and_then(|at| os_error(&at.cause))
     })
 }
 
@@ -494,7 +495,7 @@ mod tests {
         assert_eq!(os_error(&error), Some(28));
         let again = with_path(error, Path::new("/state"));
         assert_eq!(os_error(&again), Some(28));
-        assert!(std::error::Error::source(again.get_ref().unwrap()).is_some());
+        assert!(again.to_string().starts_with("/state: /state/nodes/x.json: "), "{again}");
     }
 
     #[test]

@@ -32,6 +32,14 @@
 //! - [`demo`]: `demo`, the embedded default on a development fleet.
 //! - [`healthcheck`]: `healthcheck`, the container's probe of `/healthz`.
 
+//! # Errors
+//! Every error's message says its whole cause, once: an error whose message
+//! includes its cause does not also return it as `source()` (a printer that
+//! walks the chain would say it twice), and a wrapper that adds nothing is
+//! `#[error(transparent)]`. The store's refusals are [`store::StoreError`]'s
+//! own variants, made where they are met: never an I/O error told apart by
+//! a downcast later.
+
 #![warn(missing_docs)]
 
 // Foundation.
@@ -58,3 +66,50 @@ pub mod certs;
 pub mod cli;
 pub mod demo;
 pub mod healthcheck;
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error;
+    use std::io;
+    use std::path::Path;
+
+    /// Fails when any error in `error`'s chain repeats its source's message.
+    fn assert_causes_said_once(error: &(dyn Error + 'static)) {
+        let mut parent = error;
+        while let Some(source) = parent.source() {
+            let (outer, inner) = (parent.to_string(), source.to_string());
+            assert!(
+                !outer.contains(&inner),
+                "{outer:?} says its source {inner:?} and returns it as source()"
+            );
+            parent = source;
+        }
+    }
+
+    #[test]
+    fn every_wrapping_error_says_its_cause_once() {
+        let io = || crate::durable::with_path(io::Error::from_raw_os_error(13), Path::new("/state/tokens"));
+        let errors: Vec<Box<dyn Error>> = vec![
+            Box::new(io()),
+            Box::new(crate::store::StoreError::from(io())),
+            Box::new(crate::admin::AdminError::from(crate::store::StoreError::from(io()))),
+            Box::new(crate::admin::AdminError::Revoke { key: "k".into(), cause: io().into() }),
+            Box::new(crate::agent::AgentError::File { path: "/f".into(), cause: io() }),
+            Box::new(crate::agent::http::HttpError::Connect { url: "https://x/".into(), cause: io() }),
+            Box::new(crate::pki::PkiError::Read { path: "/p".into(), cause: io() }),
+            Box::new(crate::pki::mint::MintError::from(io())),
+            Box::new(crate::server::error::ApiError::Internal(io())),
+            Box::new(crate::server::StartupError::State(io().into())),
+            Box::new(crate::server::StartupError::Fleet {
+                dir: "/fleet".into(),
+                cause: crate::pki::PkiError::Read { path: "/fleet/root.crt".into(), cause: io() },
+            }),
+        ];
+        for error in &errors {
+            assert_causes_said_once(error.as_ref());
+            // And the cause is said: the OS error and the path reach the reader.
+            let text = error.to_string();
+            assert!(text.contains("/state/tokens") && text.contains("denied"), "{text}");
+        }
+    }
+}

@@ -33,6 +33,10 @@ pub enum AdminError {
     /// The state directory could not be read or written.
     #[error(transparent)]
     State(#[from] std::io::Error),
+    /// The store refused (a state format this binary does not know, a
+    /// file a decision depends on that cannot be read), or failed.
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
     /// The command names no node (or no event, or no pending CA).
     #[error("{0}")]
     NotFound(String),
@@ -46,20 +50,20 @@ pub enum AdminError {
     #[error("{0}")]
     Usage(String),
     /// The serial-console log given to `--console` cannot be read.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     Console {
         /// The file.
         path: std::path::PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// `tokens revoke` found no single token for what it was given.
-    #[error("cannot revoke {key:?}: {source}")]
+    #[error("cannot revoke {key:?}: {cause}")]
     Revoke {
         /// What the admin gave.
         key: String,
         /// The underlying error.
-        source: std::io::Error,
+        cause: crate::store::StoreError,
     },
 }
 

@@ -299,7 +299,7 @@ fn expected_fingerprint(args: &ApproveArgs, id: &str) -> Result<Option<String>> 
         (Some(hex), _) => Ok(Some(normalize_fingerprint(hex)?)),
         (None, Some(path)) => {
             let log =
-                std::fs::read(path).map_err(|source| AdminError::Console { path: path.clone(), source })?;
+                std::fs::read(path).map_err(|cause| AdminError::Console { path: path.clone(), cause })?;
             let shown = console_fingerprint(&log).ok_or_else(|| {
                 AdminError::Refused(format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()))
             })?;

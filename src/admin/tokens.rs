@@ -93,7 +93,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
         TokensCommand::Revoke(RevokeArgs { token: key }) => {
             let fingerprint = store
                 .revoke_token(key, &current_user())
-                .map_err(|source| AdminError::Revoke { key: key.clone(), source })?;
+                .map_err(|cause| AdminError::Revoke { key: key.clone(), cause })?;
             Ok(format!("revoked the token with SHA-256 {fingerprint}…"))
         }
     }

@@ -39,20 +39,20 @@ pub enum Via {
 #[derive(Debug, thiserror::Error)]
 pub enum HttpError {
     /// No connection, or it broke.
-    #[error("{url}: {source}")]
+    #[error("{url}: {cause}")]
     Connect {
         /// The URL asked.
         url: String,
         /// The underlying error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The TLS handshake failed.
-    #[error("{url}: tls: {source}")]
+    #[error("{url}: tls: {cause}")]
     Tls {
         /// The URL asked.
         url: String,
         /// The underlying error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// The exchange took longer than [`REQUEST_TIMEOUT`].
     #[error("{url}: the exchange took longer than {}s", REQUEST_TIMEOUT.as_secs())]
@@ -78,8 +78,8 @@ impl HttpError {
     /// node tries `ca.crt` (Go's `*tls.CertificateVerificationError`).
     pub fn is_certificate_verification(&self) -> bool {
         match self {
-            HttpError::Tls { source, .. } => matches!(
-                source.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()),
+            HttpError::Tls { cause, .. } => matches!(
+                cause.get_ref().and_then(|e| e.downcast_ref::<rustls::Error>()),
                 Some(rustls::Error::InvalidCertificate(_))
             ),
             _ => false,
@@ -225,14 +225,13 @@ impl Endpoint {
         request: &Request<'_>,
         url: &str,
     ) -> Result<Answer, HttpError> {
-        let tcp =
-            self.connect().await.map_err(|source| HttpError::Connect { url: url.to_string(), source })?;
+        let tcp = self.connect().await.map_err(|cause| HttpError::Connect { url: url.to_string(), cause })?;
         let _ = tcp.set_nodelay(true);
         let mut tls = TlsConnector::from(config)
             .connect(name, tcp)
             .await
-            .map_err(|source| HttpError::Tls { url: url.to_string(), source })?;
-        let io = |source: std::io::Error| HttpError::Connect { url: url.to_string(), source };
+            .map_err(|cause| HttpError::Tls { url: url.to_string(), cause })?;
+        let io = |cause: std::io::Error| HttpError::Connect { url: url.to_string(), cause };
         tls.write_all(&request_bytes(&self.address, request)).await.map_err(io)?;
         tls.flush().await.map_err(io)?;
         read_answer(&mut tls, url).await
@@ -367,7 +366,7 @@ impl<S: tokio::io::AsyncRead + Unpin> Incoming<'_, S> {
             }
             // A peer that closes without close_notify has still said all it had to.
             Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => Ok(false),
-            Err(source) => Err(HttpError::Connect { url: self.url.to_string(), source }),
+            Err(cause) => Err(HttpError::Connect { url: self.url.to_string(), cause }),
         }
     }
 

@@ -91,12 +91,20 @@ pub enum AgentError {
     #[error(transparent)]
     Mint(#[from] crate::pki::mint::MintError),
     /// A file the command was given.
-    #[error("{}: {source}", path.display())]
+    #[error("{}: {cause}", path.display())]
     File {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        cause: std::io::Error,
+    },
+    /// The state directory the swarm approves in (`--approve-in`).
+    #[error("approving in {}: {cause}", path.display())]
+    Approve {
+        /// The state directory.
+        path: PathBuf,
+        /// The store's refusal or failure.
+        cause: crate::store::StoreError,
     },
     /// Nothing to register with.
     #[error("{} has no address file: nothing to register with (provision it with --user-data)", .0.display())]
@@ -108,7 +116,11 @@ pub enum AgentError {
 
 impl AgentError {
     fn file(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
-        move |source| AgentError::File { path: path.to_path_buf(), source }
+        move |cause| AgentError::File { path: path.to_path_buf(), cause }
+    }
+
+    fn approving(path: &std::path::Path) -> impl FnOnce(crate::store::StoreError) -> AgentError + '_ {
+        move |cause| AgentError::Approve { path: path.to_path_buf(), cause }
     }
 }
 

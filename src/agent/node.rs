@@ -20,13 +20,13 @@ use crate::pki::mint;
 #[derive(Debug, thiserror::Error)]
 pub enum NodeError {
     /// A file could not be read or written.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] io::Error),
     /// The user-data is not what a node accepts.
     #[error("user-data: {0}")]
     UserData(String),
     /// The node CA could not be minted.
-    #[error("{0}")]
+    #[error(transparent)]
     Mint(#[from] mint::MintError),
     /// A file holds something the node refuses.
     #[error("{0}")]

@@ -260,7 +260,7 @@ pub async fn run(
     // Approvals go through the store, as `nodes approve` makes them
     // (durably, audited as the swarm's), not around it.
     let approver = match &config.approve_in {
-        Some(state) => Some(crate::store::Store::open_existing(state).map_err(AgentError::file(state))?),
+        Some(state) => Some(crate::store::Store::open_existing(state).map_err(AgentError::approving(state))?),
         None => None,
     };
     for (i, sample) in samples.into_iter().enumerate() {
@@ -275,7 +275,7 @@ pub async fn run(
             use crate::store::{Admitted, DecidedBy};
             store
                 .admit(Admitted::new(id, DecidedBy::Swarm, Some("swarm".into())))
-                .map_err(AgentError::file(store.dir()))?;
+                .map_err(AgentError::approving(store.dir()))?;
         }
         enrolled.push((answer.id, bodies[i].1.clone()));
     }

@@ -25,13 +25,13 @@ use super::{BundlePayload, FLEET_CONTROLLER_NAME, PkiError, SignedBundle};
 #[derive(Debug, thiserror::Error)]
 pub enum MintError {
     /// rcgen refused.
-    #[error("{0}")]
+    #[error(transparent)]
     Mint(#[from] rcgen::Error),
     /// A file could not be read or written.
-    #[error("{0}")]
+    #[error(transparent)]
     Io(#[from] std::io::Error),
     /// A certificate, key or bundle does not pass our checks.
-    #[error("{0}")]
+    #[error(transparent)]
     Pki(#[from] PkiError),
     /// The file exists; nothing is overwritten.
     #[error("{} exists already; refusing to overwrite it", .0.display())]

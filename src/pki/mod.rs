@@ -34,12 +34,12 @@ pub const FLEET_CONTROLLER_NAME: &str = "controller.fleet.janus";
 #[derive(Debug, thiserror::Error)]
 pub enum PkiError {
     /// The file cannot be read.
-    #[error("cannot read {path}: {source}")]
+    #[error("cannot read {path}: {cause}")]
     Read {
         /// The file.
         path: PathBuf,
         /// The underlying error.
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// No `CERTIFICATE` block.
     #[error("{what} holds no PEM certificate")]
@@ -358,5 +358,5 @@ impl ServedIdentity {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>, PkiError> {
-    std::fs::read(path).map_err(|source| PkiError::Read { path: path.to_path_buf(), source })
+    std::fs::read(path).map_err(|cause| PkiError::Read { path: path.to_path_buf(), cause })
 }

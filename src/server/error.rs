@@ -48,7 +48,7 @@ pub enum ApiError {
     StateFormat(String),
     /// Our fault (500); the cause is logged (with its sources), not sent.
     #[error("internal error: {0}")]
-    Internal(#[source] std::io::Error),
+    Internal(std::io::Error),
 }
 
 impl From<Refusal> for ApiError {
@@ -107,6 +107,24 @@ impl ApiError {
         }
     }
 
+    /// How loud its request's log line is: a fault is an error, a state the
+    /// admin must fix (unreadable files, an unknown format, the pending cap
+    /// full) a warning, and what a client did wrong the ordinary request line.
+    pub fn log_level(&self) -> tracing::Level {
+        match self {
+            ApiError::Internal(_) => tracing::Level::ERROR,
+            ApiError::Unavailable(_) | ApiError::Undecidable(_) | ApiError::StateFormat(_) => {
+                tracing::Level::WARN
+            }
+            ApiError::BadRequest(_)
+            | ApiError::NotFound
+            | ApiError::MethodNotAllowed
+            | ApiError::TooLarge
+            | ApiError::Timeout
+            | ApiError::TooMany(_) => tracing::Level::INFO,
+        }
+    }
+
     /// Its outcome in `janus_registration_polls_total`.
     pub fn poll_outcome(&self) -> &'static str {
         match self {
@@ -115,6 +133,11 @@ impl ApiError {
         }
     }
 }
+
+/// The level an error answer's request line is logged at ([`ApiError::log_level`]),
+/// carried on the answer to the request middleware.
+#[derive(Debug, Clone, Copy)]
+pub struct LogLevel(pub tracing::Level);
 
 /// An internal error's cause, carried on its answer to the request
 /// middleware, which logs it once with the request's span (as axum's
@@ -131,6 +154,7 @@ impl IntoResponse for ApiError {
         // Belt and braces: whatever a future message says, this word never leaves.
         let message = message.replace("service_cert_pem", "service credential");
         let mut response = (self.status(), Json(ErrorBody { error: message })).into_response();
+        response.extensions_mut().insert(LogLevel(self.log_level()));
         if let ApiError::TooMany(retry) = &self {
             response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry.as_secs().max(1).into());
         }
@@ -173,6 +197,23 @@ mod tests {
             let response = e.into_response();
             let body = futures_body(response);
             assert!(!body.contains("service_cert_pem"), "{body}");
+        }
+    }
+
+    #[test]
+    fn each_answer_carries_its_log_level() {
+        let cases = [
+            (ApiError::Internal(std::io::Error::other("y")), tracing::Level::ERROR),
+            (ApiError::Undecidable("w".into()), tracing::Level::WARN),
+            (ApiError::StateFormat("z".into()), tracing::Level::WARN),
+            (ApiError::Unavailable("x".into()), tracing::Level::WARN),
+            (ApiError::NotFound, tracing::Level::INFO),
+            (ApiError::BadRequest("b".into()), tracing::Level::INFO),
+            (ApiError::TooMany(std::time::Duration::from_secs(1)), tracing::Level::INFO),
+        ];
+        for (error, level) in cases {
+            let response = error.into_response();
+            assert_eq!(response.extensions().get::<LogLevel>().map(|l| l.0), Some(level));
         }
     }
 

@@ -143,22 +143,28 @@ impl ServeConfig {
 #[derive(Debug, thiserror::Error)]
 pub enum StartupError {
     /// The fleet cannot be served.
-    #[error("the fleet in {dir} is not usable: {source}")]
+    #[error("the fleet in {dir} is not usable: {cause}")]
     Fleet {
         /// The fleet directory.
         dir: PathBuf,
         /// The underlying error.
-        source: PkiError,
+        cause: PkiError,
     },
     /// The endpoint's certificate or key cannot be served.
     #[error("the endpoint's certificate is not usable: {0}")]
     Cert(PkiError),
     /// The state directory cannot be used.
     #[error("the state directory is not usable: {0}")]
-    State(std::io::Error),
+    State(crate::store::StoreError),
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
-    Tls(#[from] rustls::Error),
+    Tls(rustls::Error),
+}
+
+impl From<rustls::Error> for StartupError {
+    fn from(e: rustls::Error) -> Self {
+        StartupError::Tls(e)
+    }
 }
 
 /// The fleet's trust, with the 200 answer already serialised.
@@ -265,7 +271,7 @@ fn fit_open_files(config: &mut ServeConfig) {
 pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
     fit_open_files(&mut config);
     let fleet = Fleet::load(&config.fleet)
-        .map_err(|source| StartupError::Fleet { dir: config.fleet.clone(), source })?;
+        .map_err(|cause| StartupError::Fleet { dir: config.fleet.clone(), cause })?;
     let identity = ServedIdentity::load(&config.cert, &config.key, &crate::tls::provider())
         .map_err(StartupError::Cert)?;
     if let Err(why) = identity.verify_for_fleet(&fleet.root_der, crate::tls::provider()) {

@@ -142,8 +142,8 @@ async fn decide_on(config: &PolicyConfig, store: &AsyncStore, groups: &Arc<Mutex
 /// Why the admission command gave no exit code.
 #[derive(Debug, thiserror::Error)]
 enum CommandFailed {
-    #[error("{}: {source}", command.display())]
-    Spawn { command: std::path::PathBuf, source: std::io::Error },
+    #[error("{}: {cause}", command.display())]
+    Spawn { command: std::path::PathBuf, cause: std::io::Error },
     #[error("cannot wait for it: {0}")]
     Wait(std::io::Error),
     #[error("timed out after {}s", .0.as_secs())]
@@ -167,7 +167,7 @@ async fn run(
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|source| CommandFailed::Spawn { command: config.command.clone(), source })?;
+        .map_err(|cause| CommandFailed::Spawn { command: config.command.clone(), cause })?;
     let group = child.id().and_then(|pid| i32::try_from(pid).ok());
     if let Some(group) = group {
         groups.lock().unwrap_or_else(|e| e.into_inner()).insert(group);

@@ -250,7 +250,12 @@ pub async fn log_request(State(app): State<Arc<App>>, request: Request, next: Ne
     if let Some(super::error::InternalCause(cause)) = response.extensions().get() {
         tracing::error!(cause = %cause, os_error = crate::durable::os_error(cause), "request failed");
     }
-    tracing::info!(status, latency_us = started.elapsed().as_micros() as u64, "request");
+    let latency_us = started.elapsed().as_micros() as u64;
+    match response.extensions().get::<super::error::LogLevel>().map_or(tracing::Level::INFO, |l| l.0) {
+        tracing::Level::ERROR => tracing::error!(status, latency_us, "request"),
+        tracing::Level::WARN => tracing::warn!(status, latency_us, "request"),
+        _ => tracing::info!(status, latency_us, "request"),
+    }
     response
 }
 

@@ -35,6 +35,7 @@
 //! itself; such a record, pending and naming its claim, is unfinished and
 //! recovered the same way.)
 
+use super::error::{StoreError, StoreResult};
 use std::io;
 
 use super::audit::token_fingerprint;
@@ -93,7 +94,7 @@ impl Store {
         token: &str,
         bundle_version: u64,
         room: bool,
-    ) -> io::Result<Admission> {
+    ) -> StoreResult<Admission> {
         let admission = self.store_announcement(record, token, bundle_version, room);
         self.note_writes(&admission);
         admission
@@ -105,7 +106,7 @@ impl Store {
         token: &str,
         bundle_version: u64,
         room: bool,
-    ) -> io::Result<Admission> {
+    ) -> StoreResult<Admission> {
         let id = record.id.clone();
         let no_room = Admission { id: id.clone(), outcome: Outcome::NoRoom };
         // Before any token: a rejected CA spends no use.
@@ -126,7 +127,7 @@ impl Store {
         if let Offer::Unreadable(why) = offer {
             // Fail closed, and the node retries later (503): stored as
             // pending it would drop its token.
-            return Err(io::Error::other(why));
+            return Err(StoreError::TokenMeta(why));
         }
         let Offer::Valid { mac, uses } = offer else {
             // Spent (and blanked, its metadata gone) by this CA, maybe,
@@ -189,7 +190,7 @@ impl Store {
         record: &NodeRecord,
         token: &str,
         room: bool,
-    ) -> io::Result<Option<Admission>> {
+    ) -> StoreResult<Option<Admission>> {
         let Some(ca) = record.ca_sha256.clone() else { return Ok(None) };
         if !self.is_ca_rejected(&ca)? {
             return Ok(None);
@@ -226,7 +227,7 @@ impl Store {
         uses: u32,
         claim_path: &std::path::Path,
         bundle_version: u64,
-    ) -> io::Result<bool> {
+    ) -> StoreResult<bool> {
         let id = record.id.clone();
         for n in self.tokens.ledger.first_free(mac, uses)..=uses {
             if !self.tokens.ledger.claim(mac, n, claim_path, record.ca_sha256.as_deref())? {
@@ -264,7 +265,7 @@ impl Store {
     /// or its claim never won a use (the node got no answer and announces
     /// again). True when `id` held a use of `claim` and is now admitted.
     /// Callers wait until no live process can still be finishing it.
-    pub fn recover(&self, id: &NodeId, claim: &str) -> io::Result<bool> {
+    pub fn recover(&self, id: &NodeId, claim: &str) -> StoreResult<bool> {
         let Some(mac) = Mac::parse(claim) else { return Ok(false) };
         if !self.is_unfinished(id)? {
             // Finished: an approval removed since is an admin's decision.
@@ -295,7 +296,7 @@ impl Store {
     /// Whether `id`'s token admission is unfinished: its claim file is
     /// there, or (earlier versions) its record is pending and names a
     /// claim. A finished one is never finished again.
-    fn is_unfinished(&self, id: &NodeId) -> io::Result<bool> {
+    fn is_unfinished(&self, id: &NodeId) -> StoreResult<bool> {
         if durable::present(&self.claim_path(id))? {
             return Ok(true);
         }
@@ -304,7 +305,7 @@ impl Store {
 
     /// Step 1: the claim file, whole, its name not yet durable (the claim
     /// of a use syncs the directory).
-    fn write_claim(&self, record: &NodeRecord) -> io::Result<std::path::PathBuf> {
+    fn write_claim(&self, record: &NodeRecord) -> StoreResult<std::path::PathBuf> {
         let id = record.id.clone();
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
         let path = self.claim_path(&id);
@@ -327,7 +328,7 @@ impl Store {
     /// record without approval is read by every maintenance pass; a crash
     /// anywhere before is finished by a recovery, which writes all again). `delivering` is the bundle version
     /// the answer carries, `None` when no answer goes out (a recovery).
-    fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> io::Result<()> {
+    fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> StoreResult<()> {
         let id = record.id.clone();
         if !self.is_unfinished(&id)? {
             // Another process finished it while this one stalled: what it
@@ -359,7 +360,7 @@ impl Store {
     /// The earlier node that spent a use of `mac` with the CA `fresh`
     /// presents, if any: found by name in the ledger's CA index, so an
     /// announcement costs the same whatever the number of uses.
-    fn holder_with_same_ca(&self, mac: &Mac, fresh: &NodeRecord) -> io::Result<Option<NodeRecord>> {
+    fn holder_with_same_ca(&self, mac: &Mac, fresh: &NodeRecord) -> StoreResult<Option<NodeRecord>> {
         let Some(ca) = fresh.ca_sha256.as_deref() else { return Ok(None) };
         let Some(Holder::Node(holder)) = self.tokens.ledger.holder_by_ca(mac, ca)? else { return Ok(None) };
         if self.is_rejected(&holder) {
@@ -376,7 +377,7 @@ impl Store {
         mac: &Mac,
         fresh: &NodeRecord,
         uses: u32,
-    ) -> io::Result<Option<NodeRecord>> {
+    ) -> StoreResult<Option<NodeRecord>> {
         let Some(ca) = fresh.ca_sha256.as_deref() else { return Ok(None) };
         // One lookup for a token nobody used (a guess, a typo).
         if self.tokens.ledger.holder(mac, 1)?.is_none() {
@@ -411,7 +412,7 @@ impl Store {
         fresh: &NodeRecord,
         token: &str,
         bundle_version: u64,
-    ) -> io::Result<Option<Admission>> {
+    ) -> StoreResult<Option<Admission>> {
         let id = earlier.id.clone();
         let admitted_at = earlier.announced_at.as_deref().and_then(|t| {
             time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()

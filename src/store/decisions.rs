@@ -16,6 +16,7 @@
 //! the lock, that it is not approved, and puts it back if an approval
 //! appeared while it went.
 
+use super::error::{StoreError, StoreResult};
 use std::fs;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
@@ -32,7 +33,7 @@ use crate::durable;
 
 impl Store {
     /// Creates `approved/<id>` durably, saying who approved (idempotent).
-    pub fn approve(&self, id: &NodeId, by: DecidedBy, user: &str) -> io::Result<()> {
+    pub fn approve(&self, id: &NodeId, by: DecidedBy, user: &str) -> StoreResult<()> {
         let note = serde_json::to_vec(&DecisionNote { by, user: user.into() }).map_err(io::Error::other)?;
         self.write_file(&self.approval_path(id), &note)
     }
@@ -81,17 +82,17 @@ impl Store {
     /// approval; its CA (`ca_sha256`) is rejected too, so the node's later
     /// announcements are rejected at once; then its `rejected` event. One
     /// decision, one method.
-    pub fn reject(&self, id: &NodeId, ca_sha256: &str, user: &str) -> io::Result<()> {
+    pub fn reject(&self, id: &NodeId, ca_sha256: &str, user: &str) -> StoreResult<()> {
         self.write_rejection(id, ca_sha256, user)?;
-        self.audit.record(AuditEvent::Rejected {
+        Ok(self.audit.record(AuditEvent::Rejected {
             id: id.clone(),
             by: DecidedBy::Command,
             user: Some(user.to_string()),
             ca_sha256: Some(ca_sha256.to_string()),
-        })
+        })?)
     }
 
-    fn write_rejection(&self, id: &NodeId, ca_sha256: &str, user: &str) -> io::Result<()> {
+    fn write_rejection(&self, id: &NodeId, ca_sha256: &str, user: &str) -> StoreResult<()> {
         let note = serde_json::to_vec(&DecisionNote { by: DecidedBy::Command, user: user.into() })
             .map_err(io::Error::other)?;
         if is_sha256_hex(ca_sha256) {
@@ -100,11 +101,11 @@ impl Store {
             self.write_ca_rejection(ca_sha256, &note)?;
         }
         self.write_file(&self.marker("rejected", id), &note)?;
-        durable::remove_durably(&self.approval_path(id))
+        Ok(durable::remove_durably(&self.approval_path(id))?)
     }
 
     /// Marks `id` rejected because its CA is (audited by the caller).
-    pub fn reject_for_ca(&self, id: &NodeId) -> io::Result<()> {
+    pub fn reject_for_ca(&self, id: &NodeId) -> StoreResult<()> {
         let note = serde_json::to_vec(&DecisionNote { by: DecidedBy::RejectedCa, user: String::new() })
             .map_err(io::Error::other)?;
         self.write_file(&self.marker("rejected", id), &note)
@@ -112,7 +113,7 @@ impl Store {
 
     /// Whether an admin rejected this CA; an error when that cannot be
     /// told (the caller refuses what depends on it).
-    pub fn is_ca_rejected(&self, ca_sha256: &str) -> io::Result<bool> {
+    pub fn is_ca_rejected(&self, ca_sha256: &str) -> StoreResult<bool> {
         Ok(self.ca_rejection(ca_sha256)?.is_some())
     }
 
@@ -120,7 +121,7 @@ impl Store {
     /// error when that cannot be told. A note that does not parse (an
     /// admin's `touch`), or a link in its place (not followed), rejects the
     /// CA, naming no record.
-    pub(super) fn ca_rejection(&self, ca_sha256: &str) -> io::Result<Option<CaRejection>> {
+    pub(super) fn ca_rejection(&self, ca_sha256: &str) -> StoreResult<Option<CaRejection>> {
         if !is_sha256_hex(ca_sha256) {
             return Ok(None);
         }
@@ -137,14 +138,14 @@ impl Store {
         self.dir.join("rejected-cas").join(ca_sha256)
     }
 
-    fn write_ca_rejection(&self, ca_sha256: &str, note: &CaRejection) -> io::Result<()> {
+    fn write_ca_rejection(&self, ca_sha256: &str, note: &CaRejection) -> StoreResult<()> {
         let bytes = serde_json::to_vec(note).map_err(io::Error::other)?;
         self.write_file(&self.ca_rejection_path(ca_sha256), &bytes)
     }
 
     /// The cross-process lock every change of a `rejected-cas/` note takes
     /// (`DIR/decisions.lock`), held until the returned file is dropped.
-    pub(super) fn decisions_lock(&self) -> io::Result<fs::File> {
+    pub(super) fn decisions_lock(&self) -> StoreResult<fs::File> {
         let path = self.dir.join(DECISIONS_LOCK);
         let file = self.in_layout(|| durable::open_or_create(&path, 0o600))?;
         file.lock().map_err(|e| durable::with_path(e, &path))?;
@@ -154,7 +155,7 @@ impl Store {
     /// An admin's `nodes forget`: every file about `id` removed, then its
     /// `forgotten` event and, when it lifted its CA's rejection, the
     /// `ca_unrejected` one; the CA lifted, if any. One decision, one method.
-    pub fn forget(&self, id: &NodeId, user: &str) -> io::Result<Option<String>> {
+    pub fn forget(&self, id: &NodeId, user: &str) -> StoreResult<Option<String>> {
         let lifted = self.remove_all_of(id)?;
         let mut events =
             vec![AuditEvent::forgotten(id.clone(), DecidedBy::Command, Some(user.to_string()), None)];
@@ -174,7 +175,7 @@ impl Store {
     /// rejected (`rejected-cas/<sha256>` names it) lifts its CA's rejection,
     /// and that CA is returned; forgetting any other record — a later
     /// announcement the server rejected for its CA, say — never does.
-    fn remove_all_of(&self, id: &NodeId) -> io::Result<Option<String>> {
+    fn remove_all_of(&self, id: &NodeId) -> StoreResult<Option<String>> {
         let mut lifted = None;
         if self.rejection(id).is_some_and(|r| r.by == DecidedBy::Command)
             && let Some(ca) = self.read_record(id)?.and_then(|r| r.ca_sha256)
@@ -204,7 +205,7 @@ impl Store {
         &self,
         record: &NodeRecord,
         ca_sha256: &str,
-    ) -> io::Result<Option<()>> {
+    ) -> StoreResult<Option<()>> {
         let _lock = self.decisions_lock()?;
         let Some(mut note) = self.ca_rejection(ca_sha256)? else { return Ok(None) };
         self.write_record(record)?;
@@ -224,7 +225,7 @@ impl Store {
     /// decision. Approval is looked at before and after the record goes,
     /// and a record approved meanwhile is put back; `approved/<id>` is
     /// never removed here. True when it went.
-    fn forget_duplicate(&self, id: &NodeId) -> io::Result<bool> {
+    fn forget_duplicate(&self, id: &NodeId) -> StoreResult<bool> {
         let approved = |store: &Self| durable::present(&store.approval_path(id)).unwrap_or(true);
         if !self.remove_record_unless(id, approved, || Ok(()))? {
             return Ok(false);
@@ -244,7 +245,7 @@ impl Store {
         id: &NodeId,
         decided: impl Fn(&Self) -> bool,
         before: impl FnOnce() -> io::Result<()>,
-    ) -> io::Result<bool> {
+    ) -> StoreResult<bool> {
         if decided(self) {
             return Ok(false);
         }
@@ -252,7 +253,7 @@ impl Store {
         let bytes = match durable::read_fresh(&path) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(durable::with_path(e, &path)),
+            Err(e) => return Err(durable::with_path(e, &path).into()),
         };
         before()?;
         durable::remove_durably(&path)?;
@@ -269,7 +270,7 @@ impl Store {
     /// expire as pending ones do. Looked at again under the lock right
     /// before: only a record the server rejected for its CA, still that
     /// CA's latest, not approved. The ids forgotten, for the caller to audit.
-    pub fn expire_rejected_duplicates(&self, now: i64, max_age: i64) -> io::Result<Vec<NodeId>> {
+    pub fn expire_rejected_duplicates(&self, now: i64, max_age: i64) -> StoreResult<Vec<NodeId>> {
         let mut forgotten = Vec::new();
         let mut cas = Vec::new();
         self.each_name("rejected-cas", |name| {
@@ -323,7 +324,7 @@ impl Store {
     /// appears between the look and the removal, the record is written
     /// back. `before` runs once the record is known to be pending, before
     /// it goes (the audit event). True when it was forgotten.
-    pub fn forget_expired(&self, id: &NodeId, before: impl FnOnce() -> io::Result<()>) -> io::Result<bool> {
+    pub fn forget_expired(&self, id: &NodeId, before: impl FnOnce() -> io::Result<()>) -> StoreResult<bool> {
         let settled = |store: &Self| {
             durable::present(&store.approval_path(id)).unwrap_or(true)
                 || durable::present(&store.marker("rejected", id)).unwrap_or(true)
@@ -341,7 +342,7 @@ impl Store {
     /// crash in between repeats the event rather than losing it; for the
     /// same reason the mark is not `fsync`'d: losing it costs a repeated
     /// event, which readers drop.
-    pub fn mark_delivered(&self, id: &NodeId) -> io::Result<bool> {
+    pub fn mark_delivered(&self, id: &NodeId) -> StoreResult<bool> {
         let path = self.marker("delivered", id);
         let create = || {
             fs::OpenOptions::new()
@@ -353,8 +354,9 @@ impl Store {
         };
         match self.in_layout(create) {
             Ok(_) => Ok(true),
-            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => Ok(false),
-            Err(e) => Err(durable::with_path(e, &path)),
+            Err(e) if e.is_io(io::ErrorKind::AlreadyExists) => Ok(false),
+            Err(StoreError::Io(e)) => Err(durable::with_path(e, &path).into()),
+            Err(refused) => Err(refused),
         }
     }
 

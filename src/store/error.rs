@@ -32,21 +32,28 @@ pub enum StoreError {
     Io(io::Error),
 }
 
+/// What the store's methods that may refuse return: a refusal is made as
+/// its variant where it is met and travels typed to the caller, never as
+/// an I/O error told apart again later.
+pub type StoreResult<T> = Result<T, StoreError>;
+
 impl From<io::Error> for StoreError {
-    /// The store's writers report refusals as I/O errors (every write goes
-    /// through one helper that knows nothing of requests): told apart here.
+    /// A fault of the file system, nothing else: refusals are never I/O errors.
     fn from(error: io::Error) -> Self {
-        let inner = error.get_ref();
-        if let Some(why) = inner.and_then(|e| e.downcast_ref::<FormatError>()) {
-            return StoreError::Format(why.clone());
-        }
-        if let Some(why) = inner.and_then(|e| e.downcast_ref::<MetaUnreadable>()) {
-            return StoreError::TokenMeta(why.clone());
-        }
-        if let Some(why) = inner.and_then(|e| e.downcast_ref::<Undecidable>()) {
-            return StoreError::Undecidable(why.clone());
-        }
         StoreError::Io(error)
+    }
+}
+
+impl From<FormatError> for StoreError {
+    fn from(why: FormatError) -> Self {
+        StoreError::Format(why)
+    }
+}
+
+impl StoreError {
+    /// Whether this is the file system's `kind` of error (a refusal is none).
+    pub fn is_io(&self, kind: io::ErrorKind) -> bool {
+        matches!(self, StoreError::Io(e) if e.kind() == kind)
     }
 }
 
@@ -57,11 +64,10 @@ impl From<io::Error> for StoreError {
 pub struct Undecidable(pub &'static str);
 
 impl Undecidable {
-    /// `cause` logged, and this refusal as the I/O error the store's
-    /// callers pass on.
-    pub fn refuse(what: &'static str, cause: &io::Error) -> io::Error {
+    /// `cause` logged, and this refusal as the store's callers pass it on.
+    pub fn refuse(what: &'static str, cause: &io::Error) -> StoreError {
         tracing::error!(cause = %cause, os_error = crate::durable::os_error(cause), "cannot tell {what}: refused");
-        io::Error::other(Undecidable(what))
+        StoreError::Undecidable(Undecidable(what))
     }
 }
 
@@ -70,9 +76,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn refusals_are_told_apart_and_faults_keep_their_cause() {
-        let meta = io::Error::other(MetaUnreadable("tokens.meta.json: EOF".into()));
-        assert!(matches!(StoreError::from(meta), StoreError::TokenMeta(_)));
+    fn faults_keep_their_cause() {
         let fault = crate::durable::with_path(io::Error::from_raw_os_error(28), std::path::Path::new("/s"));
         match StoreError::from(fault) {
             StoreError::Io(e) => assert_eq!(crate::durable::os_error(&e), Some(28)),

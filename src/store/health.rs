@@ -17,18 +17,18 @@
 use std::fs;
 use std::io;
 
-use super::{PROBE_BYTES, Store, Unhealthy, WRITE_FAILURE_MEMORY, audit, ledger};
+use super::{PROBE_BYTES, Store, StoreError, StoreResult, Unhealthy, WRITE_FAILURE_MEMORY, audit, ledger};
 use crate::durable;
 
 impl Store {
     /// Notes how an announcement's writes went: a failure for want of room
     /// or permission (ENOSPC, EDQUOT, EROFS, EACCES) makes `/healthz` say
     /// so until a write succeeds again.
-    pub fn note_writes<T>(&self, result: &io::Result<T>) {
+    pub fn note_writes<T>(&self, result: &StoreResult<T>) {
         let mut failure = self.write_failure.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(_) => *failure = None,
-            Err(e) if is_lack_of_room_or_right(e) => {
+            Err(StoreError::Io(e)) if is_lack_of_room_or_right(e) => {
                 *failure = Some((tokio::time::Instant::now(), e.to_string()));
             }
             Err(_) => {}

@@ -195,7 +195,7 @@ impl Ledger {
 
     /// Whether `tokens revoke` revoked `mac`: when that cannot be told, it
     /// is an error (the admission refuses: 503, the node retries).
-    pub fn is_revoked(&self, mac: &Mac) -> io::Result<bool> {
+    pub fn is_revoked(&self, mac: &Mac) -> super::StoreResult<bool> {
         let path = self.revoked_path(mac);
         present(&path).map_err(|e| {
             super::error::Undecidable::refuse("whether this token was revoked", &with_path(e, &path))
@@ -265,7 +265,7 @@ impl Ledger {
     /// rejected since). A use claimed by an admission still under way is
     /// not: that admission may fail and give the use back, and a token
     /// blanked from `tokens` meanwhile would be lost to its node.
-    pub fn spent_for_good(&self, mac: &Mac, uses: u32) -> io::Result<bool> {
+    pub fn spent_for_good(&self, mac: &Mac, uses: u32) -> super::StoreResult<bool> {
         if self.is_revoked(mac)? {
             return Ok(true);
         }

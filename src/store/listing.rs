@@ -8,6 +8,7 @@
 //! repeated when a directory's time changed, when that time is too recent
 //! to trust, or every `reconcile_every` (network filesystems' times lag).
 
+use super::error::StoreResult;
 use std::fs;
 use std::io;
 use std::path::PathBuf;
@@ -24,7 +25,7 @@ impl Store {
     pub fn scan<T: serde::de::DeserializeOwned>(
         &self,
         mut each: impl FnMut(NodeId, T),
-    ) -> io::Result<Vec<String>> {
+    ) -> StoreResult<Vec<String>> {
         let dir = self.dir.join("nodes");
         let mut problems = Vec::new();
         for entry in fs::read_dir(&dir).map_err(|e| durable::with_path(e, &dir))? {
@@ -47,7 +48,7 @@ impl Store {
     }
 
     /// Every whole record in `nodes/`, and the unreadable ones' errors.
-    pub fn list_records(&self) -> io::Result<(Vec<NodeRecord>, Vec<String>)> {
+    pub fn list_records(&self) -> StoreResult<(Vec<NodeRecord>, Vec<String>)> {
         let mut records = Vec::new();
         let problems = self.scan(|_, record: NodeRecord| records.push(record))?;
         Ok((records, problems))
@@ -57,12 +58,12 @@ impl Store {
     /// three directory listings and no file opened, so the cost is that of
     /// listing names, whatever the number of admitted records. Ids are kept
     /// as 128-bit numbers (16 bytes each) while the listing runs.
-    pub fn unsettled_ids(&self) -> io::Result<Vec<NodeId>> {
+    pub fn unsettled_ids(&self) -> StoreResult<Vec<NodeId>> {
         Ok(self.list_names()?.unsettled)
     }
 
     /// The listing behind [`Store::unsettled_ids`], with the claims seen in it.
-    pub(super) fn list_names(&self) -> io::Result<Listing> {
+    pub(super) fn list_names(&self) -> StoreResult<Listing> {
         let mut settled: Vec<u128> = Vec::new();
         // The crash leftovers among these names are seen in the same listing.
         let mut temps: Vec<PathBuf> = Vec::new();
@@ -99,12 +100,12 @@ impl Store {
 
     /// Calls `each` with every name in a subdirectory (none when it is
     /// missing), without holding the listing.
-    pub(super) fn each_name(&self, sub: &str, mut each: impl FnMut(&str)) -> io::Result<()> {
+    pub(super) fn each_name(&self, sub: &str, mut each: impl FnMut(&str)) -> StoreResult<()> {
         let dir = self.dir.join(sub);
         let entries = match fs::read_dir(&dir) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(durable::with_path(e, &dir)),
+            Err(e) => return Err(durable::with_path(e, &dir).into()),
         };
         for entry in entries {
             let entry = entry.map_err(|e| durable::with_path(e, &dir))?;
@@ -116,14 +117,14 @@ impl Store {
     }
 
     /// The ids with `rejected/<id>`.
-    pub fn rejected_ids(&self) -> io::Result<Vec<NodeId>> {
+    pub fn rejected_ids(&self) -> StoreResult<Vec<NodeId>> {
         let mut ids = Vec::new();
         self.each_name("rejected", |n| ids.extend(NodeId::parse(n)))?;
         Ok(ids)
     }
 
     /// The ids with `approved/<id>`.
-    pub fn approved_ids(&self) -> io::Result<Vec<NodeId>> {
+    pub fn approved_ids(&self) -> StoreResult<Vec<NodeId>> {
         let mut ids = Vec::new();
         self.each_name("approved", |n| ids.extend(NodeId::parse(n)))?;
         Ok(ids)
@@ -134,7 +135,7 @@ impl Store {
     /// the last listing: an idle server lists nothing, however many records
     /// are admitted. The periodic listing is the backstop for filesystems
     /// whose directory times lag (a network filesystem's other clients).
-    pub(super) fn listing_cached(&self, reconcile_every: std::time::Duration) -> io::Result<Listing> {
+    pub(super) fn listing_cached(&self, reconcile_every: std::time::Duration) -> StoreResult<Listing> {
         let stamps: Vec<Option<std::time::SystemTime>> = ["nodes", "approved", "rejected"]
             .iter()
             .map(|sub| fs::metadata(self.dir.join(sub)).and_then(|m| m.modified()).ok())
@@ -160,7 +161,7 @@ impl Store {
     /// claim and the end of their admission. What the pending cap, the age
     /// limit and crash recovery need. Age: the record's `announced_at`, else
     /// the file's mtime (a record the reference wrote has no time of its own).
-    pub fn pending(&self, reconcile_every: std::time::Duration) -> io::Result<Vec<Pending>> {
+    pub fn pending(&self, reconcile_every: std::time::Duration) -> StoreResult<Vec<Pending>> {
         #[derive(Deserialize)]
         struct Summary {
             #[serde(default)]

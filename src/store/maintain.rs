@@ -10,7 +10,7 @@
 //! after its event is in the audit trail, and only if it is still pending
 //! right then (an approval made since stands).
 
-use std::io;
+use super::error::StoreResult;
 use std::time::Duration;
 
 use super::{AuditEvent, DecidedBy, Pending, Store};
@@ -45,7 +45,7 @@ pub struct Report {
 
 impl Store {
     /// One maintenance pass at `now` (Unix seconds).
-    pub fn maintain(&self, now: i64, limits: MaintenanceLimits) -> io::Result<Report> {
+    pub fn maintain(&self, now: i64, limits: MaintenanceLimits) -> StoreResult<Report> {
         let mut report = Report::default();
         if self.check_format().is_err() {
             report.paused = true;

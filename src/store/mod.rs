@@ -81,7 +81,7 @@ fn refuse_world_writable(dir: &Path) -> io::Result<()> {
 
 pub use audit::Audit;
 pub use durable::write_atomic;
-pub use error::StoreError;
+pub use error::{StoreError, StoreResult};
 pub use event::{Admitted, AdmittedBy, AuditEvent, DecidedBy};
 pub use id::NodeId;
 pub use on_pool::{AsyncStore, HEALTH_STALL};
@@ -231,7 +231,7 @@ impl Store {
     /// Opens `dir`, creating it and its subdirectories (0700) when missing,
     /// after refusing one anybody may write to, or one whose `state-format`
     /// this binary does not know; an unmarked one is marked once laid out.
-    pub fn open(dir: &Path) -> io::Result<Self> {
+    pub fn open(dir: &Path) -> StoreResult<Self> {
         let store = Self::at(dir);
         store.lay_out()?;
         Ok(store)
@@ -241,10 +241,10 @@ impl Store {
     /// existing directory is not world-writable and its format is known; a
     /// missing one has an existing parent (only the last level is made: a
     /// typo in `--state` must not start an empty endpoint).
-    pub fn check_before_open(dir: &Path) -> io::Result<()> {
+    pub fn check_before_open(dir: &Path) -> StoreResult<()> {
         if durable::Presence::of(dir).known()? {
             refuse_world_writable(dir)?;
-            return format::read(dir).map(|_| ()).map_err(io::Error::other);
+            return Ok(format::read(dir).map(|_| ())?);
         }
         let parent = dir.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
         if !parent.is_dir() {
@@ -256,7 +256,8 @@ impl Store {
                     dir.display(),
                     parent.display()
                 ),
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -273,10 +274,10 @@ impl Store {
     /// refusing one anybody may write to or one whose `state-format` this
     /// binary does not know, and migrates and marks an unmarked one. A first
     /// start says so in one line.
-    pub fn lay_out(&self) -> io::Result<()> {
+    pub fn lay_out(&self) -> StoreResult<()> {
         let dir = &self.dir;
         refuse_world_writable(dir)?;
-        let found = format::read(dir).map_err(io::Error::other)?;
+        let found = format::read(dir)?;
         let made = self.make_missing()?;
         if made.first() == Some(dir) {
             tracing::info!(dir = %dir.display(), "laid out a new state directory");
@@ -375,7 +376,7 @@ impl Store {
     }
 
     /// [`write_atomic`], making the layout again when a directory went missing.
-    fn write_file(&self, path: &Path, bytes: &[u8]) -> io::Result<()> {
+    fn write_file(&self, path: &Path, bytes: &[u8]) -> StoreResult<()> {
         self.in_layout(|| write_atomic(path, bytes, 0o600))
     }
 
@@ -383,16 +384,16 @@ impl Store {
     /// directory removed under a running server costs a retry, not a failure.
     /// Refused outright while the state's format is one this binary does
     /// not know: every write of the store starts here.
-    fn in_layout<T>(&self, write: impl Fn() -> io::Result<T>) -> io::Result<T> {
+    fn in_layout<T>(&self, write: impl Fn() -> io::Result<T>) -> StoreResult<T> {
         if let Some(refusal) = self.format_refusal() {
-            return Err(io::Error::other(refusal));
+            return Err(refusal.into());
         }
         match write() {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 self.ensure_layout()?;
-                write()
+                Ok(write()?)
             }
-            other => other,
+            other => Ok(other?),
         }
     }
 
@@ -412,20 +413,20 @@ impl Store {
 
     /// Opens an existing state directory without creating anything else than
     /// our own subdirectories (admin commands).
-    pub fn open_existing(dir: &Path) -> io::Result<Self> {
+    pub fn open_existing(dir: &Path) -> StoreResult<Self> {
         Self::refuse_unknown_or_missing(dir)?;
         Self::open(dir)
     }
 
     /// Opens an existing state directory to read it only: nothing is made,
     /// marked or migrated (admin commands that only show).
-    pub fn open_to_read(dir: &Path) -> io::Result<Self> {
+    pub fn open_to_read(dir: &Path) -> StoreResult<Self> {
         Self::refuse_unknown_or_missing(dir)?;
         Ok(Self::at(dir))
     }
 
-    fn refuse_unknown_or_missing(dir: &Path) -> io::Result<()> {
-        format::read(dir).map_err(io::Error::other)?;
+    fn refuse_unknown_or_missing(dir: &Path) -> StoreResult<()> {
+        format::read(dir)?;
         if !dir.join("nodes").is_dir() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
@@ -435,7 +436,8 @@ impl Store {
                     dir.display(),
                     dir.display()
                 ),
-            ));
+            )
+            .into());
         }
         Ok(())
     }
@@ -448,9 +450,9 @@ impl Store {
     /// An admission decided outside an announcement (an admin's command,
     /// the admission command, the swarm): `approved/<id>` made durably,
     /// saying who, then its `admitted` event. One decision, one method.
-    pub fn admit(&self, admitted: Admitted) -> io::Result<()> {
+    pub fn admit(&self, admitted: Admitted) -> StoreResult<()> {
         self.approve(&admitted.id, admitted.by, admitted.user.as_deref().unwrap_or(""))?;
-        self.audit.record(admitted.into())
+        Ok(self.audit.record(admitted.into())?)
     }
 
     /// The audit trail ([`Audit`]): read, searched, followed.
@@ -459,7 +461,7 @@ impl Store {
     }
 
     /// Appends new tokens with their metadata ([`Tokens::add`]).
-    pub fn add_tokens(&self, tokens: &[String], meta: &tokens::TokenMeta) -> io::Result<()> {
+    pub fn add_tokens(&self, tokens: &[String], meta: &tokens::TokenMeta) -> StoreResult<()> {
         self.tokens.add(tokens, meta)?;
         let added: Vec<AuditEvent> = tokens
             .iter()
@@ -470,21 +472,21 @@ impl Store {
                 user: meta.added_by.clone(),
             })
             .collect();
-        self.audit.record_all(&added)
+        Ok(self.audit.record_all(&added)?)
     }
 
     /// Blanks spent and expired tokens, auditing expiries ([`Tokens::sweep`]); how many expired.
-    pub fn sweep_tokens(&self) -> io::Result<usize> {
+    pub fn sweep_tokens(&self) -> StoreResult<usize> {
         self.tokens.sweep(&self.audit)
     }
 
     /// The tokens with a use left, redacted ([`Tokens::list`]).
-    pub fn list_tokens(&self) -> io::Result<Vec<tokens::TokenInfo>> {
+    pub fn list_tokens(&self) -> StoreResult<Vec<tokens::TokenInfo>> {
         self.tokens.list()
     }
 
     /// Revokes the token `key` names ([`Tokens::revoke`]); its fingerprint.
-    pub fn revoke_token(&self, key: &str, user: &str) -> io::Result<String> {
+    pub fn revoke_token(&self, key: &str, user: &str) -> StoreResult<String> {
         let fingerprint = self.tokens.revoke(key)?;
         self.audit.record(AuditEvent::TokenRevoked {
             token_sha256_prefix: fingerprint.clone(),
@@ -509,14 +511,14 @@ impl Store {
     }
 
     /// Writes a record durably (temp file, fsync, rename, directory fsync).
-    pub fn write_record(&self, record: &NodeRecord) -> io::Result<()> {
+    pub fn write_record(&self, record: &NodeRecord) -> StoreResult<()> {
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
         self.write_file(&self.record_path(&record.id), &json)
     }
 
     /// The record, or `None` when there is none for `id`.
-    pub fn read_record(&self, id: &NodeId) -> io::Result<Option<NodeRecord>> {
-        read_record_at(&self.record_path(id))
+    pub fn read_record(&self, id: &NodeId) -> StoreResult<Option<NodeRecord>> {
+        Ok(read_record_at(&self.record_path(id))?)
     }
 
     /// `nodes/.claim-<id>.json`: a token admission's record while its use is
@@ -531,14 +533,14 @@ impl Store {
     }
 
     /// The record, or the claim a token admission left before writing it.
-    pub fn read_record_or_claim(&self, id: &NodeId) -> io::Result<Option<NodeRecord>> {
+    pub fn read_record_or_claim(&self, id: &NodeId) -> StoreResult<Option<NodeRecord>> {
         if let Some(record) = self.read_record(id)? {
             return Ok(Some(record));
         }
         match read_record_at(&self.claim_path(id)) {
             // A claim no process wrote whole is no record of anyone's.
             Err(e) if e.kind() == io::ErrorKind::InvalidData => Ok(None),
-            other => other,
+            other => Ok(other?),
         }
     }
 

@@ -64,13 +64,13 @@ impl AsyncStore {
     /// Runs `work` on the blocking pool; a panic in it is an error of this call only.
     async fn on_pool<T: Send + 'static>(
         &self,
-        work: impl FnOnce(&Store) -> io::Result<T> + Send + 'static,
+        work: impl FnOnce(&Store) -> super::StoreResult<T> + Send + 'static,
     ) -> Result<T, StoreError> {
         let store = self.store.clone();
         // The caller's span (a request's) goes with the work: its log lines name it.
         let span = tracing::Span::current();
         match tokio::task::spawn_blocking(move || span.in_scope(|| work(&store))).await {
-            Ok(done) => done.map_err(StoreError::from),
+            Ok(done) => done,
             Err(e) => Err(StoreError::Io(io::Error::other(format!("a state task failed: {e}")))),
         }
     }

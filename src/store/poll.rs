@@ -9,7 +9,7 @@
 //! the secret's hash is parsed out of it) and three `stat`s; only the first
 //! delivery reads the approval and writes.
 
-use std::io;
+use super::error::StoreResult;
 
 use subtle::ConstantTimeEq;
 
@@ -33,7 +33,7 @@ impl Store {
     /// (`bundle_version`), then marks it delivered: a crash in between
     /// repeats the events at the next poll (readers drop repeats), never
     /// loses them.
-    pub fn poll(&self, id: &NodeId, secret: &[u8], bundle_version: u64) -> io::Result<PollAnswer> {
+    pub fn poll(&self, id: &NodeId, secret: &[u8], bundle_version: u64) -> StoreResult<PollAnswer> {
         // Only the hash is needed on the usual path: the rest of the record
         // (its PEM, above all) is skipped, not copied.
         #[derive(serde::Deserialize)]
@@ -65,7 +65,7 @@ impl Store {
         id: &NodeId,
         approval: &DecisionNote,
         bundle_version: u64,
-    ) -> io::Result<()> {
+    ) -> StoreResult<()> {
         let mut events = Vec::new();
         // A `touch`ed approval has no event yet: the node learns it now. Over a
         // rejected CA it wins (the admin acted on purpose), and says so.

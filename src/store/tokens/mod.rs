@@ -140,7 +140,7 @@ impl Tokens {
 
     /// What `token` is worth now: the file as it is (re-read when it
     /// changed) and the metadata's expiry and uses.
-    pub fn offer(&self, token: &str) -> io::Result<Offer> {
+    pub fn offer(&self, token: &str) -> super::StoreResult<Offer> {
         if token.is_empty() {
             return Ok(Offer::Unknown);
         }
@@ -171,7 +171,7 @@ impl Tokens {
     /// from the list keeps its metadata too (an editor's moment, a link
     /// briefly dangling). While the metadata cannot be read, nothing is
     /// swept. Returns how many expired.
-    pub fn sweep(&self, audit: &Audit) -> io::Result<usize> {
+    pub fn sweep(&self, audit: &Audit) -> crate::store::StoreResult<usize> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
         self.refresh()?;
@@ -274,7 +274,7 @@ impl Tokens {
     }
 
     /// The tokens with a use left, redacted, in file order.
-    pub fn list(&self) -> io::Result<Vec<TokenInfo>> {
+    pub fn list(&self) -> crate::store::StoreResult<Vec<TokenInfo>> {
         self.refresh()?;
         let order = self.listed_in_order();
         let mut out = Vec::new();

@@ -131,7 +131,7 @@ impl Tokens {
     /// is now: the caller decided with what it could see then (a token it
     /// took for a one-use token while the file was broken, say), and a
     /// token with a use left keeps its bytes and its metadata.
-    pub(super) fn blank_spent(&self, tokens: &[String]) -> io::Result<()> {
+    pub(super) fn blank_spent(&self, tokens: &[String]) -> crate::store::StoreResult<()> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
         if self.meta_unreadable().is_some() {
