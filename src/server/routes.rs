@@ -117,24 +117,11 @@ pub async fn poll(
     headers: HeaderMap,
 ) -> Result<Response, ApiError> {
     let answer = poll_answer(&app, &id, &headers).await;
-    let outcome = match &answer {
-        Ok(r) if r.status() == StatusCode::OK => "admitted",
-        Ok(_) => "pending",
-        Err(e) => e.poll_outcome(),
-    };
-    Metrics::outcome(&app.metrics.polls, outcome);
-    answer
-}
-
-async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Response, ApiError> {
-    app.store.format_refusal().map_or(Ok(()), Err)?;
-    let id = NodeId::parse(id).ok_or(ApiError::NotFound)?;
-    let secret = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
-        .ok_or(ApiError::NotFound)?;
-    let version = app.trust().fleet.bundle_version;
-    match app.store.poll(id, secret.to_vec(), version).await? {
+    Metrics::outcome(
+        &app.metrics.polls,
+        answer.as_ref().map_or_else(ApiError::poll_outcome, PollAnswer::outcome),
+    );
+    match answer? {
         PollAnswer::Unknown => Err(ApiError::NotFound),
         PollAnswer::Pending => Ok(StatusCode::ACCEPTED.into_response()),
         PollAnswer::Admitted => {
@@ -143,6 +130,17 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Re
                 .into_response())
         }
     }
+}
+
+async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<PollAnswer, ApiError> {
+    app.store.format_refusal().map_or(Ok(()), Err)?;
+    let id = NodeId::parse(id).ok_or(ApiError::NotFound)?;
+    let secret = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "))
+        .ok_or(ApiError::NotFound)?;
+    let version = app.trust().fleet.bundle_version;
+    Ok(app.store.poll(id, secret.to_vec(), version).await?)
 }
 
 /// 200 while the fleet is loaded and the state can be relied on: a durable

@@ -19,7 +19,7 @@
 //! (a full disk) is a crash like any other. The claim file stays, and the
 //! admission is finished by whoever comes first — the node announcing
 //! again (same CA, same token: answered `admitted` with the first id), or
-//! a maintenance pass ([`Store::recover`]) once the claim is 30 s old. So
+//! a maintenance pass (`Store::recover`) once the claim is 30 s old. So
 //! no process ever releases a use or removes a record or an approval that
 //! another process may have finished meanwhile (a replica that stalled
 //! after its claim, then failed), and `tokens revoke` is final: no use is
@@ -30,7 +30,7 @@
 //! again by recovery, nor by the node announcing again. The same CA
 //! presenting the spent token again is answered `admitted` only while the
 //! admission is unfinished or still approved, and only within the readmit
-//! window ([`Store::readmit_window`]) after it: the node whose answer was
+//! window (`--readmit-window`) after it: the node whose answer was
 //! lost. (Earlier versions kept the pending record at `nodes/<id>.json`
 //! itself; such a record, pending and naming its claim, is unfinished and
 //! recovered the same way.)
@@ -265,7 +265,7 @@ impl Store {
     /// or its claim never won a use (the node got no answer and announces
     /// again). True when `id` held a use of `claim` and is now admitted.
     /// Callers wait until no live process can still be finishing it.
-    pub fn recover(&self, id: &NodeId, claim: &str) -> StoreResult<bool> {
+    pub(super) fn recover(&self, id: &NodeId, claim: &str) -> StoreResult<bool> {
         let Some(mac) = Mac::parse(claim) else { return Ok(false) };
         if !self.is_unfinished(id)? {
             // Finished: an approval removed since is an admin's decision.

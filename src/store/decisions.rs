@@ -33,7 +33,7 @@ use crate::durable;
 
 impl Store {
     /// Creates `approved/<id>` durably, saying who approved (idempotent).
-    pub fn approve(&self, id: &NodeId, by: DecidedBy, user: &str) -> StoreResult<()> {
+    pub(super) fn approve(&self, id: &NodeId, by: DecidedBy, user: &str) -> StoreResult<()> {
         let note = serde_json::to_vec(&DecisionNote { by, user: user.into() }).map_err(io::Error::other)?;
         self.write_file(&self.approval_path(id), &note)
     }
@@ -105,7 +105,7 @@ impl Store {
     }
 
     /// Marks `id` rejected because its CA is (audited by the caller).
-    pub fn reject_for_ca(&self, id: &NodeId) -> StoreResult<()> {
+    pub(super) fn reject_for_ca(&self, id: &NodeId) -> StoreResult<()> {
         let note = serde_json::to_vec(&DecisionNote { by: DecidedBy::RejectedCa, user: String::new() })
             .map_err(io::Error::other)?;
         self.write_file(&self.marker("rejected", id), &note)
@@ -270,7 +270,7 @@ impl Store {
     /// expire as pending ones do. Looked at again under the lock right
     /// before: only a record the server rejected for its CA, still that
     /// CA's latest, not approved. The ids forgotten, for the caller to audit.
-    pub fn expire_rejected_duplicates(&self, now: i64, max_age: i64) -> StoreResult<Vec<NodeId>> {
+    pub(super) fn expire_rejected_duplicates(&self, now: i64, max_age: i64) -> StoreResult<Vec<NodeId>> {
         let mut forgotten = Vec::new();
         let mut cas = Vec::new();
         self.each_name("rejected-cas", |name| {
@@ -324,7 +324,11 @@ impl Store {
     /// appears between the look and the removal, the record is written
     /// back. `before` runs once the record is known to be pending, before
     /// it goes (the audit event). True when it was forgotten.
-    pub fn forget_expired(&self, id: &NodeId, before: impl FnOnce() -> io::Result<()>) -> StoreResult<bool> {
+    pub(super) fn forget_expired(
+        &self,
+        id: &NodeId,
+        before: impl FnOnce() -> io::Result<()>,
+    ) -> StoreResult<bool> {
         let settled = |store: &Self| {
             durable::present(&store.approval_path(id)).unwrap_or(true)
                 || durable::present(&store.marker("rejected", id)).unwrap_or(true)
@@ -333,7 +337,7 @@ impl Store {
     }
 
     /// Whether the trust went out to `id` already.
-    pub fn was_delivered(&self, id: &NodeId) -> bool {
+    pub(super) fn was_delivered(&self, id: &NodeId) -> bool {
         durable::present(&self.marker("delivered", id)).unwrap_or(false)
     }
 
@@ -342,7 +346,7 @@ impl Store {
     /// crash in between repeats the event rather than losing it; for the
     /// same reason the mark is not `fsync`'d: losing it costs a repeated
     /// event, which readers drop.
-    pub fn mark_delivered(&self, id: &NodeId) -> StoreResult<bool> {
+    pub(super) fn mark_delivered(&self, id: &NodeId) -> StoreResult<bool> {
         let path = self.marker("delivered", id);
         let create = || {
             fs::OpenOptions::new()

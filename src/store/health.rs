@@ -24,7 +24,7 @@ impl Store {
     /// Notes how an announcement's writes went: a failure for want of room
     /// or permission (ENOSPC, EDQUOT, EROFS, EACCES) makes `/healthz` say
     /// so until a write succeeds again.
-    pub fn note_writes<T>(&self, result: &StoreResult<T>) {
+    pub(super) fn note_writes<T>(&self, result: &StoreResult<T>) {
         let mut failure = self.write_failure.lock().unwrap_or_else(|e| e.into_inner());
         match result {
             Ok(_) => *failure = None,
@@ -41,7 +41,7 @@ impl Store {
     /// admission writes to), else what is degraded (an announcement's write
     /// that failed lately for want of room or permission, `tokens` or
     /// `tokens.meta.json` unreadable), empty when nothing is.
-    pub fn check_health(&self) -> Result<Vec<String>, Unhealthy> {
+    pub(super) fn check_health(&self) -> Result<Vec<String>, Unhealthy> {
         if let Some(refusal) = self.format_refusal() {
             return Err(Unhealthy(refusal.to_string()));
         }

@@ -161,7 +161,7 @@ impl Store {
     /// claim and the end of their admission. What the pending cap, the age
     /// limit and crash recovery need. Age: the record's `announced_at`, else
     /// the file's mtime (a record the reference wrote has no time of its own).
-    pub fn pending(&self, reconcile_every: std::time::Duration) -> StoreResult<Vec<Pending>> {
+    pub(super) fn pending(&self, reconcile_every: std::time::Duration) -> StoreResult<Vec<Pending>> {
         #[derive(Deserialize)]
         struct Summary {
             #[serde(default)]

@@ -14,6 +14,20 @@
 //! async code reaches the store through [`AsyncStore`] ([`on_pool`]), which
 //! runs them on the blocking pool.
 //!
+//! The surface, by what its callers do (everything else is the store's own):
+//!
+//! | callers | methods |
+//! |---|---|
+//! | open (every command) | `open`, `open_existing`, `open_to_read`, `check_before_open`, `for_server`, `lay_out` |
+//! | announce (the server) | `announce`, `format_refusal` |
+//! | poll (the server) | `poll` |
+//! | decide (admins, the admission command, the swarm) | `admit`, `reject`, `forget`, `add_tokens`, `revoke_token` |
+//! | list (admins) | `scan`, `list_records`, `read_record`, `state_of`, `approval`, `rejection`, `poll_refused`, `is_approved`, `is_rejected`, `is_ca_rejected`, `unsettled_ids`, `approved_ids`, `rejected_ids`, `list_tokens`, `token_meta_unreadable`, `audit_trail` |
+//! | maintain (the server's loop, `tokens list`) | `maintain`, `sweep_tokens`, `remove_leftovers` |
+//!
+//! Each decision is one method that writes it and its audit event together:
+//! no caller approves, rejects or forgets and then audits by itself.
+//!
 //! Here: opening, laying out and the one write path (`Store::in_layout`).
 //! Records and decisions: `decisions` (approve, reject, forget), [`poll`],
 //! [`admission`] (an announcement, a token's use); finding them:
@@ -121,7 +135,7 @@ pub struct NodeRecord {
     pub admitted_by: Option<AdmittedBy>,
     /// The ledger name of the token this node presented, written before the
     /// use is claimed, so that an admission a crash cut short is found and
-    /// finished ([`Store::recover`]).
+    /// finished (`Store::recover`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_claim: Option<String>,
     /// Fields another tool (or a later version) wrote: kept on rewrite.
@@ -301,16 +315,10 @@ impl Store {
         self
     }
 
-    /// How long after a token admission its CA presenting the spent token
-    /// again is still answered `admitted` with the first id.
-    pub fn readmit_window(&self) -> std::time::Duration {
-        self.readmit_window
-    }
-
     /// Reads `state-format` again (every maintenance pass): a format this
     /// binary does not know stops every write from now on, and says why; a
     /// known one lifts that; a marker removed meanwhile is written again.
-    pub fn check_format(&self) -> Result<(), format::FormatError> {
+    fn check_format(&self) -> Result<(), format::FormatError> {
         let read = format::read(&self.dir);
         let mut refusal = self.format_refusal.write().unwrap_or_else(|e| e.into_inner());
         match &read {
@@ -333,7 +341,7 @@ impl Store {
     }
 
     /// Why nothing may be written now, when the state's format is one this
-    /// binary does not know (as of the last [`Store::check_format`]).
+    /// binary does not know (as of the last `Store::check_format`).
     pub fn format_refusal(&self) -> Option<format::FormatError> {
         self.format_refusal.read().unwrap_or_else(|e| e.into_inner()).clone()
     }
@@ -356,7 +364,7 @@ impl Store {
 
     /// Makes the state directory and each subdirectory that is missing
     /// (someone removed them under a running server), logging each.
-    pub fn ensure_layout(&self) -> io::Result<()> {
+    fn ensure_layout(&self) -> io::Result<()> {
         for made in self.make_missing()? {
             tracing::warn!(dir = %made.display(), "made a missing state directory again");
         }
@@ -506,12 +514,12 @@ impl Store {
     }
 
     /// `approved/<id>`.
-    pub fn approval_path(&self, id: &NodeId) -> PathBuf {
+    fn approval_path(&self, id: &NodeId) -> PathBuf {
         self.dir.join("approved").join(id.as_str())
     }
 
     /// Writes a record durably (temp file, fsync, rename, directory fsync).
-    pub fn write_record(&self, record: &NodeRecord) -> StoreResult<()> {
+    fn write_record(&self, record: &NodeRecord) -> StoreResult<()> {
         let json = serde_json::to_vec_pretty(record).map_err(io::Error::other)?;
         self.write_file(&self.record_path(&record.id), &json)
     }
@@ -533,7 +541,7 @@ impl Store {
     }
 
     /// The record, or the claim a token admission left before writing it.
-    pub fn read_record_or_claim(&self, id: &NodeId) -> StoreResult<Option<NodeRecord>> {
+    fn read_record_or_claim(&self, id: &NodeId) -> StoreResult<Option<NodeRecord>> {
         if let Some(record) = self.read_record(id)? {
             return Ok(Some(record));
         }

@@ -135,7 +135,7 @@ impl AsyncStore {
         .await
     }
 
-    /// Whether the state can be relied on ([`Store::check_health`]). A
+    /// Whether the state can be relied on (`Store::check_health`). A
     /// result is reused for `HEALTH_FRESH` (1 s); an older one is answered at
     /// once while a new check runs in the background, so no probe waits on
     /// the file system but the very first; once no check has finished for

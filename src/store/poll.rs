@@ -27,6 +27,17 @@ pub enum PollAnswer {
     Admitted,
 }
 
+impl PollAnswer {
+    /// Its outcome in `janus_registration_polls_total`, beside what it answers.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            PollAnswer::Unknown => "unknown",
+            PollAnswer::Pending => "pending",
+            PollAnswer::Admitted => "admitted",
+        }
+    }
+}
+
 impl Store {
     /// Where the node `id` stands for a poll presenting `secret`. The
     /// first poll that finds it approved audits the delivery of the trust

@@ -346,7 +346,7 @@ async fn a_claim_file_left_after_its_admission_finished_is_removed() {
     // Killed after the approval, before the claim file's removal.
     let id = cut_short_admission(&fx, "left-over-0001-long", &ca, CutShort::ClaimFile, 60);
     let store = Store::open(&fx.state()).unwrap();
-    store.approve(&id, janus_registration::store::DecidedBy::Token, "").unwrap();
+    store.admit(janus_registration::store::Admitted::by_token(id.clone(), None)).unwrap();
     let server = InProcess::start(fx.config()).await;
     let claim = store.claim_path(&id);
     let gone = eventually(|| async { !claim.exists() }, |gone| *gone).await;
@@ -367,7 +367,7 @@ fn a_sweep_while_an_admission_is_under_way_leaves_its_token_listed() {
     assert!(fx.tokens().contains("under-way-0001-long"), "blanked while its admission could still fail");
     // Had it failed, the use would come back and the token admit again:
     // still listed, it can. It finishes instead: the next sweep blanks it.
-    store.approve(&id, janus_registration::store::DecidedBy::Token, "").unwrap();
+    store.admit(janus_registration::store::Admitted::by_token(id.clone(), None)).unwrap();
     store.sweep_tokens().unwrap();
     assert!(!fx.tokens().contains("under-way-0001-long"), "spent for good, still listed");
 }
