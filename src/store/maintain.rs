@@ -96,7 +96,50 @@ impl Store {
             tracing::info!(node = %id, "forgot a rejected CA's announcement past the age limit");
             report.forgotten += 1;
         }
-        report.tokens_expired = self.tokens.sweep(&self.audit)?;
+        report.tokens_expired = self.tokens.sweep(&self.audit, now)?;
         Ok(report)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::NodeRecord;
+    use crate::store::tokens::TokenMeta;
+
+    /// Expiry in the time the pass is given, never the wall clock's: a
+    /// year after the wall clock nothing has waited for it, and the
+    /// thresholds hold to the second.
+    #[test]
+    fn records_and_tokens_expire_at_the_time_the_pass_is_given() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("state")).unwrap();
+        let t0 = crate::clock::now_unix() + 365 * 86_400;
+        let limits =
+            MaintenanceLimits { pending_max_age: Duration::from_secs(3600), reconcile_every: Duration::ZERO };
+        let token = "expires-in-a-minute-0001".to_string();
+        store
+            .add_tokens(
+                std::slice::from_ref(&token),
+                &TokenMeta { expires_at: Some(t0 + 60), ..Default::default() },
+            )
+            .unwrap();
+        let record: NodeRecord = serde_json::from_value(serde_json::json!({
+            "id": "0123456789abcdef0123456789abcdef", "name": "edge-1", "address": "10.0.2.15:9505",
+            "ca_cert_pem": "x", "admitted": false, "poll_secret_sha256": "00",
+            "announced_at": crate::clock::unix_to_rfc3339(t0),
+        }))
+        .unwrap();
+        store.write_record(&record).unwrap();
+
+        let at = |now| store.maintain(now, limits).unwrap();
+        assert_eq!(at(t0 + 59).tokens_expired, 0, "a second before its expiry");
+        assert_eq!(at(t0 + 60).tokens_expired, 1, "at its expiry");
+        assert_eq!(at(t0 + 61).tokens_expired, 0, "expired once");
+        assert_eq!(at(t0 + 3600).forgotten, 0, "pending an hour: not past the limit");
+        let forgotten = at(t0 + 3601);
+        assert_eq!((forgotten.forgotten, forgotten.pending), (1, 0), "past the limit by a second");
+        let trail = std::fs::read_dir(dir.path().join("state/audit")).unwrap().count();
+        assert!(trail > 0, "both audited");
     }
 }

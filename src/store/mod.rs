@@ -485,7 +485,7 @@ impl Store {
 
     /// Blanks spent and expired tokens, auditing expiries ([`Tokens::sweep`]); how many expired.
     pub fn sweep_tokens(&self) -> StoreResult<usize> {
-        self.tokens.sweep(&self.audit)
+        self.tokens.sweep(&self.audit, crate::clock::now_unix())
     }
 
     /// The tokens with a use left, redacted ([`Tokens::list`]).

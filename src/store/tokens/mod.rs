@@ -163,7 +163,8 @@ impl Tokens {
         Ok(Offer::Valid { mac, uses: meta.total_uses() })
     }
 
-    /// Blanks spent and expired tokens, auditing each expiry once (before
+    /// Blanks spent tokens and those expired at `now` (Unix seconds: the
+    /// caller's clock, so tests give any time), auditing each expiry once (before
     /// its token goes: a crash may repeat the event, never lose it), and
     /// drops the metadata of tokens spent for good: the server's periodic
     /// sweep, and `tokens list`. Both files are read under the lock, so a
@@ -171,7 +172,7 @@ impl Tokens {
     /// from the list keeps its metadata too (an editor's moment, a link
     /// briefly dangling). While the metadata cannot be read, nothing is
     /// swept. Returns how many expired.
-    pub fn sweep(&self, audit: &Audit) -> crate::store::StoreResult<usize> {
+    pub fn sweep(&self, audit: &Audit, now: i64) -> crate::store::StoreResult<usize> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
         self.refresh()?;
@@ -182,7 +183,6 @@ impl Tokens {
                 return Ok(0);
             }
         };
-        let now = now_unix();
         let unswept = std::mem::take(&mut self.listed().unswept);
         let listed = self.listed_in_order();
         let mut gone = Vec::new();
@@ -463,7 +463,7 @@ mod tests {
         assert!(list.iter().find(|t| t.shown == "multi…").unwrap().weak);
         assert!(!list.iter().find(|t| t.shown == "plain-…").unwrap().weak);
         assert_eq!(tokens.offer("old").unwrap(), Offer::Expired);
-        assert_eq!(tokens.sweep(&audit).unwrap(), 1);
+        assert_eq!(tokens.sweep(&audit, now_unix()).unwrap(), 1);
         assert!(fs::read_to_string(audit.path()).unwrap().contains("token_expired"));
         assert!(tokens.revoke("plain").unwrap_err().to_string().contains("6 characters or more"));
         tokens.revoke("plain-").unwrap();
