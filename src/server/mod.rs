@@ -239,6 +239,8 @@ pub struct Prepared {
     app: Arc<App>,
     cert: Arc<crate::tls::CurrentCert>,
     config: ServeConfig,
+    /// The fleet and certificate files as they were before they were loaded.
+    seen: reload::Seen,
 }
 
 /// Raises the soft open-file limit to the hard one (a common soft limit of
@@ -267,9 +269,15 @@ fn fit_open_files(config: &mut ServeConfig) {
     }
 }
 
+/// The files a reload looks at.
+fn watched(config: &ServeConfig) -> reload::Watched {
+    reload::Watched { fleet: config.fleet.clone(), cert: config.cert.clone(), key: config.key.clone() }
+}
+
 /// Every startup check, in the order an operator would fix them.
 pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
     fit_open_files(&mut config);
+    let seen = watched(&config).look();
     let fleet = Fleet::load(&config.fleet)
         .map_err(|cause| StartupError::Fleet { dir: config.fleet.clone(), cause })?;
     let identity = ServedIdentity::load(&config.cert, &config.key, &crate::tls::provider())
@@ -314,6 +322,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         app: Arc::new(app),
         cert: Arc::new(crate::tls::CurrentCert::new(identity.certified)),
         config,
+        seen,
     })
 }
 
@@ -424,11 +433,6 @@ impl Prepared {
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         let acceptor = self.tls_acceptor()?;
-        let watched = reload::Watched {
-            fleet: self.config.fleet.clone(),
-            cert: self.config.cert.clone(),
-            key: self.config.key.clone(),
-        };
         // Ends when the server's state is dropped. No request waits on it,
         // and a panic in one turn (a bug) costs that turn only.
         if let Some(policy) = &self.app.policy {
@@ -436,7 +440,13 @@ impl Prepared {
         }
         let tidier = self.app.store.start_tidier()?;
         let background = vec![
-            tokio::spawn(reload::run(self.app.clone(), self.cert.clone(), watched, self.config.reload_every)),
+            tokio::spawn(reload::run(
+                self.app.clone(),
+                self.cert.clone(),
+                watched(&self.config),
+                self.seen.clone(),
+                self.config.reload_every,
+            )),
             tokio::spawn(maintenance(self.app.clone(), self.config.maintenance_every)),
         ];
         let handle = axum_server::Handle::new();

@@ -35,6 +35,29 @@ pub struct Watched {
 /// Each file's size, mtime and inode as last looked at (`None`: missing).
 type FilesSeen = Vec<Option<(u64, i64, i64, u64)>>;
 
+/// The watched files as they were before startup loaded them: a change made
+/// between that load and the first periodic look is still a change.
+#[derive(Debug, Clone)]
+pub struct Seen {
+    fleet: FilesSeen,
+    cert: FilesSeen,
+}
+
+impl Watched {
+    fn fleet_files(&self) -> Vec<PathBuf> {
+        vec![self.fleet.join("root.crt"), self.fleet.join("bundle.json")]
+    }
+
+    fn cert_files(&self) -> Vec<PathBuf> {
+        vec![self.cert.clone(), self.key.clone()]
+    }
+
+    /// The files as they are now (blocking: startup calls it before it loads them).
+    pub fn look(&self) -> Seen {
+        Seen { fleet: look_at(&self.fleet_files()), cert: look_at(&self.cert_files()) }
+    }
+}
+
 fn look_at(paths: &[PathBuf]) -> FilesSeen {
     paths
         .iter()
@@ -44,16 +67,13 @@ fn look_at(paths: &[PathBuf]) -> FilesSeen {
 
 /// Runs until the runtime stops: looks at the files every `every` (on the
 /// blocking pool: a `stat` on a hung mount must not stall a worker) and
-/// reloads what changed.
-pub async fn run(app: Arc<App>, cert: Arc<CurrentCert>, watched: Watched, every: Duration) {
-    let fleet_files = vec![watched.fleet.join("root.crt"), watched.fleet.join("bundle.json")];
-    let cert_files = vec![watched.cert.clone(), watched.key.clone()];
+/// reloads what changed since `seen` (taken before startup loaded them).
+pub async fn run(app: Arc<App>, cert: Arc<CurrentCert>, watched: Watched, seen: Seen, every: Duration) {
+    let (fleet_files, cert_files) = (watched.fleet_files(), watched.cert_files());
     let look = |fleet: Vec<PathBuf>, cert: Vec<PathBuf>| async move {
         tokio::task::spawn_blocking(move || (look_at(&fleet), look_at(&cert))).await.ok()
     };
-    let Some((mut fleet_seen, mut cert_seen)) = look(fleet_files.clone(), cert_files.clone()).await else {
-        return;
-    };
+    let Seen { fleet: mut fleet_seen, cert: mut cert_seen } = seen;
     loop {
         tokio::time::sleep(every).await;
         let Some((fleet_now, cert_now)) = look(fleet_files.clone(), cert_files.clone()).await else {

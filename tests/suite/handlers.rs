@@ -62,8 +62,13 @@ async fn an_internal_error_is_logged_once_naming_its_request() {
     let server = Process::start(&fx.serve_args());
     let client = node_client(&fx, server.addr);
     // `nodes/` a file: the record cannot be written (ENOTDIR), a fault of ours.
-    std::fs::remove_dir_all(fx.state().join("nodes")).unwrap();
-    std::fs::write(fx.state().join("nodes"), b"").unwrap();
+    // The server's first maintenance pass may make it again in between: again, then.
+    let nodes = fx.state().join("nodes");
+    let replaced = wait_for(std::time::Duration::from_secs(10), || {
+        let _ = std::fs::remove_dir_all(&nodes);
+        std::fs::write(&nodes, b"").is_ok()
+    });
+    assert!(replaced, "nodes/ could not be replaced by a file");
     let ca = janus_registration::certs::mint_node_ca("edge").unwrap();
     let answer = post(&client, &announcement("edge", &ca, "", &new_secret())).await;
     assert_eq!(answer.status, 500, "{}", answer.text());
