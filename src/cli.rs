@@ -15,15 +15,25 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::clock::parse_duration;
 
-/// `HOST:PORT` (an IPv6 host in brackets); the error says the form, with examples.
+/// `HOST:PORT` (an IPv6 host in brackets); the error says which part is
+/// wrong, with examples.
 fn parse_listen(s: &str) -> Result<String, String> {
-    let ok = s.rsplit_once(':').is_some_and(|(host, port)| !host.is_empty() && port.parse::<u16>().is_ok());
-    if ok {
-        Ok(s.to_string())
-    } else {
-        Err(format!("{s:?} is not HOST:PORT; e.g. 0.0.0.0:8443 (every address), 127.0.0.1:8443 or [::]:8443"))
+    const FORM: &str = "e.g. 0.0.0.0:8443 (every address), 127.0.0.1:8443 or [::]:8443";
+    let Some((host, port)) = s.rsplit_once(':').filter(|(host, _)| !host.is_empty() && !host.ends_with(':'))
+    else {
+        return Err(format!("{s:?} is not HOST:PORT (no port); {FORM}"));
+    };
+    if host.contains(':') && !(host.starts_with('[') && host.ends_with(']')) {
+        return Err(format!("{s:?} is not HOST:PORT (an IPv6 host goes in brackets); {FORM}"));
+    }
+    match port.parse::<u32>() {
+        // 0: any free port (tests, and `demo` when asked).
+        Ok(0..=65535) => Ok(s.to_string()),
+        Ok(_) => Err(format!("{s:?}: port {port} is out of range (0-65535); {FORM}")),
+        Err(_) => Err(format!("{s:?}: {port:?} is not a port number; {FORM}")),
     }
 }
+
 use crate::server::limits::LimitsConfig;
 use crate::server::policy::{DEFAULT_QUEUE, PolicyConfig};
 use crate::server::{
@@ -229,7 +239,7 @@ pub struct DemoArgs {
 #[derive(Debug, Args)]
 pub struct HealthcheckArgs {
     /// The endpoint's address (host:port).
-    #[arg(long, env = "JANUS_REGISTRATION_HEALTHCHECK_ADDR", default_value = "127.0.0.1:8443")]
+    #[arg(long, env = "JANUS_REGISTRATION_HEALTHCHECK_ADDR", default_value = "127.0.0.1:8443", value_parser = parse_listen)]
     pub addr: String,
     /// Liveness only: exit 0 on any HTTP answer, also 503 (for a liveness probe; readiness
     /// and HEALTHCHECK use the full check).
@@ -402,6 +412,23 @@ impl AgentArgs {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_listen_address_says_which_part_is_wrong() {
+        for good in ["127.0.0.1:8443", "[::]:8443", "controller.example:1", "127.0.0.1:0"] {
+            assert_eq!(parse_listen(good).as_deref(), Ok(good));
+        }
+        let form = "e.g. 0.0.0.0:8443 (every address), 127.0.0.1:8443 or [::]:8443";
+        for (bad, said) in [
+            ("127.0.0.1:99999", "\"127.0.0.1:99999\": port 99999 is out of range (0-65535)"),
+            ("127.0.0.1", "\"127.0.0.1\" is not HOST:PORT (no port)"),
+            ("127.0.0.1:https", "\"127.0.0.1:https\": \"https\" is not a port number"),
+            ("::1", "\"::1\" is not HOST:PORT (no port)"),
+            ("fe80::1:8443", "\"fe80::1:8443\" is not HOST:PORT (an IPv6 host goes in brackets)"),
+        ] {
+            assert_eq!(parse_listen(bad), Err(format!("{said}; {form}")), "{bad}");
+        }
+    }
 
     #[test]
     fn the_cli_is_consistent() {

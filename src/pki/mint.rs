@@ -129,12 +129,39 @@ pub fn sign_bundle(root_key_pem: &str, issuing_cas: &[String], version: u64) -> 
     Ok(json)
 }
 
+/// Refuses a SAN a TLS client could never match: a `host:port` (the port
+/// would become part of a DNS name), or text that is neither an IP address
+/// nor a DNS name (a leading `*.` wildcard allowed).
+fn check_san(san: &str) -> Result<(), MintError> {
+    if san.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let refuse = |why: String| Err(MintError::Invalid(format!("--san {san:?}: {why}")));
+    if let Ok(addr) = san.parse::<std::net::SocketAddr>() {
+        return refuse(format!("a host:port, not a name: give the host alone (--san {})", addr.ip()));
+    }
+    if let Some((host, port)) = san.rsplit_once(':')
+        && !port.is_empty()
+        && port.bytes().all(|b| b.is_ascii_digit())
+    {
+        return refuse(format!("a host:port, not a name: give the host alone (--san {host})"));
+    }
+    let name = san.strip_prefix("*.").unwrap_or(san);
+    if rustls_pki_types::DnsName::try_from(name).is_err() || name.parse::<std::net::IpAddr>().is_ok() {
+        return refuse("neither an IP address nor a DNS name".into());
+    }
+    Ok(())
+}
+
 /// The endpoint's certificate: CN and SAN `controller.fleet.janus` (plus
 /// `extra_sans`, names or IPs), CA:FALSE, digitalSignature, serverAuth, signed
 /// by the issuing CA. The PEM is the leaf followed by the issuing CA.
 pub fn mint_controller(issuing: &Minted, days: i64, extra_sans: &[String]) -> Result<Minted, MintError> {
     let issuing_key = KeyPair::from_pem(issuing.key_pem.expose_secret())?;
     let issuer = Issuer::from_ca_cert_pem(&issuing.cert_pem, &issuing_key)?;
+    for san in extra_sans {
+        check_san(san)?;
+    }
     let key = new_key()?;
     let mut sans = vec![FLEET_CONTROLLER_NAME.to_string()];
     sans.extend(extra_sans.iter().cloned());
@@ -179,6 +206,26 @@ fn fingerprint(cert_pem: &str) -> Result<String, MintError> {
 mod tests {
     use super::*;
     use crate::pki;
+
+    #[test]
+    fn a_san_is_an_ip_or_a_dns_name_never_a_host_port() {
+        for good in ["127.0.0.1", "::1", "fe80::1", "controller.example", "*.fleet.example", "edge-3"] {
+            assert!(check_san(good).is_ok(), "{good}");
+        }
+        for (bad, said) in [
+            ("127.0.0.1:8443", "a host:port, not a name: give the host alone (--san 127.0.0.1)"),
+            ("[::1]:8443", "a host:port, not a name: give the host alone (--san ::1)"),
+            (
+                "controller.example:8443",
+                "a host:port, not a name: give the host alone (--san controller.example)",
+            ),
+            ("not a name!", "neither an IP address nor a DNS name"),
+            ("", "neither an IP address nor a DNS name"),
+        ] {
+            let refused = check_san(bad).unwrap_err().to_string();
+            assert_eq!(refused, format!("--san {bad:?}: {said}"));
+        }
+    }
 
     #[test]
     fn debug_never_shows_a_key() {

@@ -141,6 +141,22 @@ fn certs_makes_its_directory_and_names_renew_within() {
 }
 
 #[test]
+fn every_admin_command_on_a_missing_state_directory_says_what_to_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("missing");
+    for command in [&["tokens", "add"][..], &["tokens", "list"], &["audit"], &["nodes", "list"]] {
+        let (ok, _, err) = admin(&state, command);
+        assert!(!ok, "{command:?}");
+        let said = format!(
+            "{} is not a state directory (it has no nodes/): start `janus-registration serve --state {}` once",
+            state.display(),
+            state.display()
+        );
+        assert!(err.contains(&said), "{command:?}: {err}");
+    }
+}
+
+#[test]
 fn tokens_add_on_a_new_state_directory_says_what_to_run() {
     let dir = tempfile::tempdir().unwrap();
     let state = dir.path().join("state");
@@ -206,7 +222,23 @@ fn manpage_out_writes_one_page_per_command() {
 fn flags_say_their_form_with_an_example() {
     let (ok, _, err) =
         cli(&["serve", "--listen", "8443", "--fleet", "f", "--cert", "c", "--key", "k", "--state", "s"]);
-    assert!(!ok && err.contains("\"8443\" is not HOST:PORT; e.g. 0.0.0.0:8443"), "{err}");
+    assert!(!ok && err.contains("\"8443\" is not HOST:PORT (no port); e.g. 0.0.0.0:8443"), "{err}");
+    let (ok, _, err) = cli(&[
+        "serve",
+        "--listen",
+        "127.0.0.1:99999",
+        "--fleet",
+        "f",
+        "--cert",
+        "c",
+        "--key",
+        "k",
+        "--state",
+        "s",
+    ]);
+    assert!(!ok && err.contains("\"127.0.0.1:99999\": port 99999 is out of range (0-65535)"), "{err}");
+    let (ok, _, err) = cli(&["healthcheck", "--addr", "127.0.0.1"]);
+    assert!(!ok && err.contains("\"127.0.0.1\" is not HOST:PORT (no port); e.g. 0.0.0.0:8443"), "{err}");
     let (ok, _, err) = cli(&[
         "serve",
         "--shutdown-grace",

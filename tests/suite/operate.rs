@@ -405,3 +405,28 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
     assert_eq!(presented_certificate(server.addr).await, after);
     assert_eq!(get(&client, &path, Some(&secret)).await.status, 200);
 }
+
+#[test]
+fn certs_controller_refuses_a_san_no_client_could_match() {
+    let fx = Fixture::new();
+    let out = fx.dir.path().join("refused");
+    for (san, said) in [
+        (
+            "127.0.0.1:8443",
+            "janus-registration: --san \"127.0.0.1:8443\": a host:port, not a name: give the host alone (--san 127.0.0.1)",
+        ),
+        ("not a name!", "janus-registration: --san \"not a name!\": neither an IP address nor a DNS name"),
+    ] {
+        let (ok, _, stderr) = cli_with(
+            Command::new(BIN)
+                .args(["certs", "controller", "--fleet"])
+                .arg(fx.fleet_dir())
+                .arg("--out")
+                .arg(&out)
+                .args(["--san", san]),
+        );
+        assert!(!ok, "{san}");
+        assert_eq!(stderr.trim(), said);
+        assert!(!out.with_extension("crt").exists(), "nothing written for {san}");
+    }
+}
