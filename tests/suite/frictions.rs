@@ -220,38 +220,19 @@ fn manpage_out_writes_one_page_per_command() {
 
 #[test]
 fn flags_say_their_form_with_an_example() {
-    let (ok, _, err) =
-        cli(&["serve", "--listen", "8443", "--fleet", "f", "--cert", "c", "--key", "k", "--state", "s"]);
+    let serve = |flags: &[&str]| {
+        let mut args = vec!["serve"];
+        args.extend_from_slice(flags);
+        args.extend(["--fleet", "f", "--cert", "c", "--key", "k", "--state", "s"]);
+        cli(&args)
+    };
+    let (ok, _, err) = serve(&["--listen", "8443"]);
     assert!(!ok && err.contains("\"8443\" is not HOST:PORT (no port); e.g. 0.0.0.0:8443"), "{err}");
-    let (ok, _, err) = cli(&[
-        "serve",
-        "--listen",
-        "127.0.0.1:99999",
-        "--fleet",
-        "f",
-        "--cert",
-        "c",
-        "--key",
-        "k",
-        "--state",
-        "s",
-    ]);
+    let (ok, _, err) = serve(&["--listen", "127.0.0.1:99999"]);
     assert!(!ok && err.contains("\"127.0.0.1:99999\": port 99999 is out of range (0-65535)"), "{err}");
     let (ok, _, err) = cli(&["healthcheck", "--addr", "127.0.0.1"]);
     assert!(!ok && err.contains("\"127.0.0.1\" is not HOST:PORT (no port); e.g. 0.0.0.0:8443"), "{err}");
-    let (ok, _, err) = cli(&[
-        "serve",
-        "--shutdown-grace",
-        "ten",
-        "--fleet",
-        "f",
-        "--cert",
-        "c",
-        "--key",
-        "k",
-        "--state",
-        "s",
-    ]);
+    let (ok, _, err) = serve(&["--shutdown-grace", "ten"]);
     assert!(!ok && err.contains("is not a duration such as 90s"), "{err}");
     // Units, as every other duration (bare seconds still read).
     let fx = Fixture::new();
