@@ -155,10 +155,11 @@ pub fn console_fingerprint(log: &[u8]) -> Option<String> {
 /// The state directory, for a command that writes: what it creates belongs
 /// to the directory's owner, also when an admin runs it as root.
 fn open(state: &Path) -> Result<Store> {
-    // A missing or foreign directory is said as such before anything looks at its owner.
+    // A missing or foreign directory is said as such (`open_to_read` makes
+    // nothing) before anything looks at its owner.
     Store::open_to_read(state)?;
     crate::durable::create_as_owner_of(state)?;
-    Ok(Store::open_existing(state)?)
+    Ok(Store::open(state)?)
 }
 
 /// The state directory, for a command that only reads: nothing is created

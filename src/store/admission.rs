@@ -35,10 +35,10 @@
 //! itself; such a record, pending and naming its claim, is unfinished and
 //! recovered the same way.)
 
-use super::error::{StoreError, StoreResult};
 use std::io;
 
 use super::audit::token_fingerprint;
+use super::error::{StoreError, StoreResult};
 use super::ledger::{Holder, Mac};
 use super::tokens::Offer;
 use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store};

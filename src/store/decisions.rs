@@ -16,7 +16,6 @@
 //! the lock, that it is not approved, and puts it back if an approval
 //! appeared while it went.
 
-use super::error::{StoreError, StoreResult};
 use std::fs;
 use std::io;
 use std::os::unix::fs::OpenOptionsExt;
@@ -25,6 +24,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::error::Undecidable;
+use super::error::{StoreError, StoreResult};
 use super::{
     AuditEvent, DecidedBy, DecisionNote, NodeId, NodeRecord, NodeState, REJECTED_BURST, REJECTED_BURSTS_KEPT,
     Store, audit, is_sha256_hex,

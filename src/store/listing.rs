@@ -8,13 +8,13 @@
 //! repeated when a directory's time changed, when that time is too recent
 //! to trust, or every `reconcile_every` (network filesystems' times lag).
 
-use super::error::StoreResult;
 use std::fs;
 use std::io;
 use std::path::PathBuf;
 
 use serde::Deserialize;
 
+use super::error::StoreResult;
 use super::{CLAIM_PREFIX, Listing, NodeId, NodeRecord, Pending, STALE_TEMP_AGE, Store};
 use crate::durable;
 

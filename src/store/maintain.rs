@@ -10,9 +10,9 @@
 //! after its event is in the audit trail, and only if it is still pending
 //! right then (an approval made since stands).
 
-use super::error::StoreResult;
 use std::time::Duration;
 
+use super::error::StoreResult;
 use super::{AuditEvent, DecidedBy, Pending, Store};
 
 /// How old an unfinished token admission must be before maintenance

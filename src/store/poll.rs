@@ -9,10 +9,9 @@
 //! the secret's hash is parsed out of it) and three `stat`s; only the first
 //! delivery reads the approval and writes.
 
-use super::error::StoreResult;
-
 use subtle::ConstantTimeEq;
 
+use super::error::StoreResult;
 use super::{AuditEvent, DecidedBy, DecisionNote, NodeId, Store};
 use crate::pki::sha256_hex;
 
