@@ -12,7 +12,8 @@
 //! directory anyone may write to is refused; a subdirectory removed under a
 //! running server is made again at the next write. All methods block:
 //! async code reaches the store through [`AsyncStore`] ([`on_pool`]), which
-//! runs them on the blocking pool.
+//! runs them on the blocking pool (a poll's reads excepted, on a local
+//! filesystem: [`locality`]).
 //!
 //! The surface, by what its callers do (everything else is the store's own):
 //!
@@ -44,6 +45,7 @@ mod health;
 pub mod id;
 pub mod ledger;
 mod listing;
+mod locality;
 pub mod maintain;
 pub mod on_pool;
 pub mod poll;
@@ -550,6 +552,18 @@ impl Store {
             Err(e) if e.kind() == io::ErrorKind::InvalidData => Ok(None),
             other => Ok(other?),
         }
+    }
+
+    /// Whether no read of the state can hang: the directory and every
+    /// subdirectory on a local filesystem ([`locality`]). Blocks.
+    fn reads_cannot_hang(&self) -> bool {
+        locality::all_local(
+            std::iter::once(self.dir.clone())
+                .chain(SUBDIRS.iter().map(|s| self.dir.join(s)))
+                .collect::<Vec<_>>()
+                .iter()
+                .map(PathBuf::as_path),
+        )
     }
 
     fn marker(&self, sub: &str, id: &NodeId) -> PathBuf {

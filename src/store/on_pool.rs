@@ -1,12 +1,18 @@
 //! The store's async face: the server's handlers, the admission command's
 //! workers and the maintenance loop reach the state directory only through
 //! [`AsyncStore`], whose every method that touches a file runs on Tokio's
-//! blocking pool. So no async worker — which also runs TLS handshakes —
-//! ever waits on a file system: a stalled network filesystem, or
-//! [`crate::durable::retry_stale`]'s sleeps on ESTALE, park a pool thread
-//! and that request only.
+//! blocking pool, but one: a poll's reads, while every directory they touch
+//! is on a local filesystem ([`super::locality`]). So no async worker —
+//! which also runs TLS handshakes — ever waits on a file system that can
+//! hang: a stalled network filesystem, or [`crate::durable::retry_stale`]'s
+//! sleeps on ESTALE, park a pool thread and that request only; on a local
+//! disk a poll's `stat`s and 1 KiB read cost less than the hand-off to the
+//! pool and back (two thread wake-ups) they would ride on.
 //!
-//! Invariants: one hand-off per request (a poll's read and `stat`s, an
+//! Invariants: nothing is written from an async worker, and nothing read
+//! there unless the last look (at startup, at each health check and
+//! maintenance pass, all on the pool) found every state directory local;
+//! one hand-off per request otherwise (a poll's read and `stat`s, an
 //! announcement's whole admission, each in one closure); `/healthz` waits
 //! on the file system only when it has no recent result (its first probe,
 //! or the first after [`HEALTH_STALL`] without probes): otherwise it answers
@@ -14,6 +20,7 @@
 //! once a check has run for [`HEALTH_STALL`] without finishing.
 
 use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -21,7 +28,7 @@ use tokio::time::Instant;
 use super::admission::Admission;
 use super::format::FormatError;
 use super::maintain::{MaintenanceLimits, Report};
-use super::poll::PollAnswer;
+use super::poll::{Look, PollAnswer};
 use super::{DecidedBy, NodeId, NodeRecord, Store, StoreError, Unhealthy};
 
 /// A health result is reused for this long: `/healthz` is the benchmark's
@@ -42,6 +49,9 @@ pub type Health = Result<Vec<String>, Unhealthy>;
 pub struct AsyncStore {
     store: Arc<Store>,
     health: Arc<HealthCache>,
+    /// Whether a poll's reads may run on the async worker: every state
+    /// directory was on a local filesystem at the last look.
+    reads_cannot_hang: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -58,7 +68,13 @@ struct HealthCache {
 impl AsyncStore {
     /// The async face of `store`.
     pub fn new(store: Store) -> Self {
-        AsyncStore { store: Arc::new(store), health: Arc::default() }
+        AsyncStore { store: Arc::new(store), health: Arc::default(), reads_cannot_hang: Arc::default() }
+    }
+
+    /// Looks again whether the state's reads can hang; on the pool only.
+    fn look_at_locality(&self) -> impl Fn(&Store) + Send + 'static {
+        let flag = self.reads_cannot_hang.clone();
+        move |store| flag.store(store.reads_cannot_hang(), Ordering::Relaxed)
     }
 
     /// Runs `work` on the blocking pool; a panic in it is an error of this call only.
@@ -82,7 +98,13 @@ impl AsyncStore {
 
     /// Lays the state directory out ([`Store::lay_out`]).
     pub async fn lay_out(&self) -> Result<(), StoreError> {
-        self.on_pool(|store| store.lay_out()).await
+        let look = self.look_at_locality();
+        self.on_pool(move |store| {
+            store.lay_out()?;
+            look(store);
+            Ok(())
+        })
+        .await
     }
 
     /// [`Store::announce`].
@@ -96,13 +118,20 @@ impl AsyncStore {
         self.on_pool(move |store| store.announce(record, &token, bundle_version, room)).await
     }
 
-    /// [`Store::poll`].
+    /// [`Store::poll`]: its reads where they stand when they cannot hang;
+    /// the first delivery (which writes), and any poll on a filesystem that
+    /// can hang, on the pool.
     pub async fn poll(
         &self,
         id: NodeId,
         secret: Vec<u8>,
         bundle_version: u64,
     ) -> Result<PollAnswer, StoreError> {
+        if self.reads_cannot_hang.load(Ordering::Relaxed)
+            && let Look::Answer(answer) = self.store.look(&id, &secret)?
+        {
+            return Ok(answer);
+        }
         self.on_pool(move |store| store.poll(&id, &secret, bundle_version)).await
     }
 
@@ -126,7 +155,9 @@ impl AsyncStore {
     /// One maintenance pass ([`Store::maintain`]), after removing what
     /// crashes left behind when `first` (the server's first pass).
     pub async fn maintain(&self, first: bool, limits: MaintenanceLimits) -> Result<Report, StoreError> {
+        let look = self.look_at_locality();
         self.on_pool(move |store| {
+            look(store);
             if first {
                 store.remove_leftovers();
             }
@@ -180,8 +211,10 @@ impl AsyncStore {
     async fn check_health_now(&self, turn: tokio::sync::OwnedMutexGuard<()>) -> Health {
         *self.health.running_since.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let cache = self.health.clone();
+        let look = self.look_at_locality();
         let checked = self
             .on_pool(move |store| {
+                look(store);
                 let result = store.check_health();
                 *cache.last.lock().unwrap_or_else(|e| e.into_inner()) =
                     Some((Instant::now(), result.clone()));

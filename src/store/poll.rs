@@ -6,8 +6,8 @@
 //! record's hash in constant time; an unknown id, a wrong secret and a
 //! rejected node are the same answer ([`PollAnswer::Unknown`]), so a
 //! client cannot tell them apart. The usual poll costs a 1 KiB read (only
-//! the secret's hash is parsed out of it) and three `stat`s; only the first
-//! delivery reads the approval and writes.
+//! the secret's hash is parsed out of it) and three `stat`s ([`Look`], which
+//! writes nothing); only the first delivery reads the approval and writes.
 
 use subtle::ConstantTimeEq;
 
@@ -37,6 +37,16 @@ impl PollAnswer {
     }
 }
 
+/// What a poll finds without writing anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Look {
+    /// The answer, as it stands.
+    Answer(PollAnswer),
+    /// Approved, and the trust's first delivery is still to be audited:
+    /// only [`Store::poll`] may answer it.
+    FirstDelivery,
+}
+
 impl Store {
     /// Where the node `id` stands for a poll presenting `secret`. The
     /// first poll that finds it approved audits the delivery of the trust
@@ -44,6 +54,20 @@ impl Store {
     /// repeats the events at the next poll (readers drop repeats), never
     /// loses them.
     pub fn poll(&self, id: &NodeId, secret: &[u8], bundle_version: u64) -> StoreResult<PollAnswer> {
+        match self.look(id, secret)? {
+            Look::Answer(answer) => Ok(answer),
+            Look::FirstDelivery => {
+                // Removed between the two looks: still pending.
+                let Some(approval) = self.approval(id) else { return Ok(PollAnswer::Pending) };
+                self.record_first_delivery(id, &approval, bundle_version)?;
+                Ok(PollAnswer::Admitted)
+            }
+        }
+    }
+
+    /// A poll's reads: the record's secret hash and three `stat`s at most,
+    /// nothing written.
+    pub(super) fn look(&self, id: &NodeId, secret: &[u8]) -> StoreResult<Look> {
         // Only the hash is needed on the usual path: the rest of the record
         // (its PEM, above all) is skipped, not copied.
         #[derive(serde::Deserialize)]
@@ -51,23 +75,19 @@ impl Store {
             poll_secret_sha256: String,
         }
         let Some(stored) = super::read_record_at::<SecretHash>(&self.record_path(id))? else {
-            return Ok(PollAnswer::Unknown);
+            return Ok(Look::Answer(PollAnswer::Unknown));
         };
         let presented = sha256_hex(secret);
         let matches: bool = presented.as_bytes().ct_eq(stored.poll_secret_sha256.as_bytes()).into();
-        if !matches || self.poll_refused(id) {
-            return Ok(PollAnswer::Unknown);
-        }
-        if !self.is_approved(id) {
-            return Ok(PollAnswer::Pending);
-        }
-        if self.was_delivered(id) {
-            return Ok(PollAnswer::Admitted);
-        }
-        // Removed between the two looks: still pending.
-        let Some(approval) = self.approval(id) else { return Ok(PollAnswer::Pending) };
-        self.record_first_delivery(id, &approval, bundle_version)?;
-        Ok(PollAnswer::Admitted)
+        Ok(Look::Answer(if !matches || self.poll_refused(id) {
+            PollAnswer::Unknown
+        } else if !self.is_approved(id) {
+            PollAnswer::Pending
+        } else if self.was_delivered(id) {
+            PollAnswer::Admitted
+        } else {
+            return Ok(Look::FirstDelivery);
+        }))
     }
 
     fn record_first_delivery(
