@@ -169,10 +169,10 @@ impl Audit {
             serde_json::to_writer(&mut bytes, &Value::Object(line)).map_err(io::Error::other)?;
             bytes.push(b'\n');
         }
-        match crate::durable::append_durably(&self.path, &bytes, 0o600, false) {
+        match crate::durable::append_grouped(&self.path, bytes.clone(), 0o600) {
             Err(e) if e.kind() == io::ErrorKind::NotFound => {
                 crate::durable::ensure_private_dir(&self.dir)?;
-                crate::durable::append_durably(&self.path, &bytes, 0o600, false)
+                crate::durable::append_grouped(&self.path, bytes, 0o600)
             }
             other => other,
         }

@@ -10,6 +10,8 @@ use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
+pub mod group;
+
 /// The prefix of in-flight temp files; listings skip names that start with it.
 pub const TEMP_PREFIX: &str = ".tmp-";
 
@@ -438,10 +440,25 @@ pub fn ensure_private_dir(dir: &Path) -> io::Result<()> {
     }
 }
 
-/// Makes the names in `dir` (new, renamed, removed) durable.
+/// Makes the names in `dir` (new, renamed, removed) durable. Writers that
+/// ask while one `fsync` of `dir` runs share the next ([`group`]): it
+/// starts after each of them asked, so it covers every name they made.
 pub fn sync_dir(dir: &Path) -> io::Result<()> {
-    File::open(dir)?.sync_all()
+    static DIRS: std::sync::LazyLock<GroupsOf<()>> = std::sync::LazyLock::new(Default::default);
+    group::of(&DIRS, dir).commit((), |_| File::open(dir)?.sync_all())
 }
+
+/// Appends `bytes` as [`append_durably`] does (to a file the crate owns,
+/// never through a link), with the bytes of every other writer of `path`
+/// in this process that asked meanwhile: one `write` and one `fsync` per
+/// batch ([`group`]), each writer answered once its bytes are durable.
+pub fn append_grouped(path: &Path, bytes: Vec<u8>, mode: u32) -> io::Result<()> {
+    static FILES: std::sync::LazyLock<GroupsOf<Vec<u8>>> = std::sync::LazyLock::new(Default::default);
+    group::of(&FILES, path).commit(bytes, |parts| append_durably(path, &parts.concat(), mode, false))
+}
+
+/// The commit groups of some files, by path.
+type GroupsOf<T> = std::sync::Mutex<std::collections::HashMap<PathBuf, std::sync::Arc<group::Group<T>>>>;
 
 /// An I/O error that says which file it is about, as every message we print
 /// must; the original is kept whole (with its OS error code: [`os_error`]),
