@@ -74,7 +74,19 @@ impl AsyncStore {
     /// Looks again whether the state's reads can hang; on the pool only.
     fn look_at_locality(&self) -> impl Fn(&Store) + Send + 'static {
         let flag = self.reads_cannot_hang.clone();
-        move |store| flag.store(store.reads_cannot_hang(), Ordering::Relaxed)
+        move |store| {
+            let now = store.reads_cannot_hang();
+            if flag.swap(now, Ordering::Relaxed) != now {
+                if now {
+                    tracing::info!("the state is on a local filesystem: polls are read on the async workers");
+                } else {
+                    tracing::info!(
+                        "a state directory is on a filesystem whose reads can hang (or statfs failed): \
+                         polls are read on the blocking pool"
+                    );
+                }
+            }
+        }
     }
 
     /// Runs `work` on the blocking pool; a panic in it is an error of this call only.
