@@ -120,6 +120,14 @@ pub struct TokensAddArgs {
     /// How many nodes each token admits (default 1).
     #[arg(long)]
     pub uses: Option<u32>,
+    /// Register this token instead of making one (an orchestrator's own:
+    /// 16 to 512 printable ASCII characters, not starting with '#').
+    #[arg(long, conflicts_with = "count")]
+    pub token: Option<String>,
+    /// One JSON object per token and line: the token, its SHA-256 (and the
+    /// prefix the audit trail names), expiry, uses and description.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

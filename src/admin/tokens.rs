@@ -1,4 +1,4 @@
-//! `tokens`: add (printed once), list (redacted), revoke.
+//! `tokens`: add (printed once, or registered as given), list (redacted), revoke.
 
 use std::fmt::Write as _;
 use std::path::Path;
@@ -30,7 +30,44 @@ fn check_add(args: &super::TokensAddArgs) -> Result<()> {
     if args.description.as_ref().is_some_and(|d| d.chars().count() > tokens::MAX_DESCRIPTION) {
         return refuse(format!("--description must be at most {} characters", tokens::MAX_DESCRIPTION));
     }
+    if let Some(token) = &args.token {
+        check_chosen(token).map_err(|why| AdminError::Usage(format!("--token {why}")))?;
+    }
     Ok(())
+}
+
+/// What a token given with `--token` must be: one word of the tokens file
+/// (no separator, not a comment) that a node can present (the protocol's
+/// printable ASCII, at most 512 bytes), and not guessable.
+fn check_chosen(token: &str) -> std::result::Result<(), String> {
+    let printable = token.bytes().all(|b| b.is_ascii_graphic());
+    if !printable || token.len() > crate::protocol::MAX_TOKEN {
+        return Err(format!(
+            "must be at most {} printable ASCII characters, without spaces",
+            crate::protocol::MAX_TOKEN
+        ));
+    }
+    if token.len() < tokens::WEAK_BELOW {
+        return Err(format!(
+            "must be at least {} characters: a shorter one is guessable (tokens add without --token makes 32)",
+            tokens::WEAK_BELOW
+        ));
+    }
+    if token.starts_with('#') {
+        return Err("must not start with '#': the tokens file reads that line as a comment".into());
+    }
+    Ok(())
+}
+
+/// What `tokens add --json` prints of one token.
+#[derive(serde::Serialize)]
+struct Added<'a> {
+    token: &'a str,
+    sha256: String,
+    sha256_prefix: String,
+    expires_at: Option<String>,
+    uses: u32,
+    description: Option<&'a str>,
 }
 
 /// Runs a `tokens` subcommand; `Ok` is what to print.
@@ -39,7 +76,10 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
     match command {
         TokensCommand::Add(args) => {
             check_add(args)?;
-            let made: Vec<String> = (0..args.count).map(|_| tokens::generate()).collect();
+            let made: Vec<String> = match &args.token {
+                Some(chosen) => vec![chosen.clone()],
+                None => (0..args.count).map(|_| tokens::generate()).collect(),
+            };
             let user = current_user();
             let meta = TokenMeta {
                 description: args.description.clone(),
@@ -50,7 +90,20 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 expiry_audited: false,
             };
             store.add_tokens(&made, &meta)?;
-            Ok(made.join("\n"))
+            if !args.json {
+                return Ok(made.join("\n"));
+            }
+            let line = |token: &String| {
+                terminal::json_text(&Added {
+                    token,
+                    sha256: crate::pki::sha256_hex(token.as_bytes()),
+                    sha256_prefix: crate::store::audit::token_fingerprint(token),
+                    expires_at: meta.expires_at.map(crate::clock::unix_to_rfc3339),
+                    uses: meta.total_uses(),
+                    description: meta.description.as_deref(),
+                })
+            };
+            Ok(made.iter().map(line).collect::<Vec<_>>().join("\n"))
         }
         TokensCommand::List(TokensListArgs { json }) => {
             store.sweep_tokens()?;

@@ -98,6 +98,15 @@ impl Ledger {
         Ok(Mac(crate::pki::hex(&mac.finalize().into_bytes())))
     }
 
+    /// [`Ledger::mac`] once the ledger has its key; `None` before: then no
+    /// use of any token was ever claimed nor any revoked. Makes no key.
+    pub fn mac_if_keyed(&self, token: &str) -> io::Result<Option<Mac>> {
+        if !crate::durable::present(&self.key_path).map_err(|e| with_path(e, &self.key_path))? {
+            return Ok(None);
+        }
+        self.mac(token).map(Some)
+    }
+
     /// Records use number `n` of `mac` as held by the record at `record`
     /// (`nodes/<id>.json`, already written whole): the marker is a hard
     /// link to it, made with `link`, which fails when the name exists and

@@ -24,6 +24,7 @@ mod handlers;
 mod hostile_nodes;
 mod operate;
 mod operator;
+mod orchestrating;
 mod replicas_gluster;
 mod serve_durability;
 mod serve_protocol;

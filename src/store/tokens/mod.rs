@@ -236,6 +236,7 @@ impl Tokens {
     pub fn add(&self, tokens: &[String], meta: &TokenMeta) -> io::Result<()> {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
+        self.refuse_reuse(tokens)?;
         let mut text = String::new();
         if !ends_with_newline(&self.path)? {
             text.push('\n');
@@ -254,6 +255,30 @@ impl Tokens {
             self.write_meta(&book)?;
         }
         append_durably(&self.path, text.as_bytes(), 0o600, true)
+    }
+
+    /// Refuses, under the lock, a token listed already, one that ever
+    /// admitted a node, and one revoked: a token is listed once, and a use
+    /// is never given back. The message does not say the token.
+    fn refuse_reuse(&self, tokens: &[String]) -> io::Result<()> {
+        self.refresh()?;
+        let refuse = |why: &str| {
+            Err(with_path(io::Error::new(io::ErrorKind::InvalidInput, why.to_string()), &self.path))
+        };
+        for token in tokens {
+            if self.listed().tokens.contains_key(token) {
+                return refuse("refusing: the token given is listed already");
+            }
+            let Some(mac) = self.ledger.mac_if_keyed(token)? else { continue };
+            // Revoking claims every use: asked first, to say which it was.
+            if self.ledger.is_revoked(&mac).map_err(io::Error::other)? {
+                return refuse("refusing: the token given was revoked; choose another");
+            }
+            if self.ledger.holder(&mac, 1)?.is_some() {
+                return refuse("refusing: the token given has admitted a node before; choose another");
+            }
+        }
+        Ok(())
     }
 
     /// Refuses to grow `tokens` by `more` bytes past [`file::MAX_FILE_BYTES`].
@@ -469,8 +494,17 @@ mod tests {
         tokens.revoke("plain-").unwrap();
         let left: Vec<String> = tokens.list().unwrap().into_iter().map(|t| t.shown).collect();
         assert_eq!(left, ["multi…"]);
-        // A revoked token put back by hand admits nobody: its uses are filled.
-        tokens.add(&["plain-and-long-enough".into()], &TokenMeta::default()).unwrap();
+        // `add` does not list a revoked token again; put back by hand, it
+        // admits nobody: its uses are filled.
+        let again = tokens.add(&["plain-and-long-enough".into()], &TokenMeta::default()).unwrap_err();
+        assert!(again.to_string().contains("was revoked"), "{again}");
+        crate::durable::append_durably(
+            &dir.path().join(TOKENS_FILE),
+            b"plain-and-long-enough\n",
+            0o600,
+            true,
+        )
+        .unwrap();
         assert_eq!(tokens.offer("plain-and-long-enough").unwrap(), Offer::Revoked);
     }
 
