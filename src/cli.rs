@@ -103,6 +103,12 @@ pub enum Command {
         after_help = "Examples:\n  janus-registration tokens add --count 20 --expires-in 2h --description 'rack 3'\n  janus-registration tokens list\n  janus-registration tokens revoke 3f9a2c"
     )]
     Tokens(TokensArgs),
+    /// Print a node's NoCloud user-data, as the specification's user-data.sh makes it.
+    #[command(
+        subcommand,
+        after_help = "Examples:\n  janus-registration user-data fleet --fleet fleet/ --hostname edge-3\n  janus-registration user-data announce --fleet fleet/ --hostname edge-3 --address 10.0.2.2:8443 --new-token --state state/"
+    )]
+    UserData(admin::user_data::UserDataCommand),
     /// The audit trail: every writer's events merged in time order.
     #[command(
         after_help = "Examples:\n  janus-registration audit --since 1h --state /var/lib/janus-registration\n  janus-registration audit --follow --json"

@@ -61,6 +61,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             print(&admin::tokens(state, &args.command)?);
             Ok(ExitCode::SUCCESS)
         }
+        Command::UserData(command) => {
+            print(&admin::user_data::user_data(&command)?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Audit(args) => {
             let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
             admin::audit_trail(state, args.since, args.follow, args.json)?;

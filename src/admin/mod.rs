@@ -15,6 +15,7 @@ use serde::Serialize;
 
 mod nodes;
 mod tokens;
+pub mod user_data;
 
 pub use self::nodes::nodes;
 pub use self::tokens::tokens;

@@ -111,3 +111,131 @@ fn tokens_add_json_says_each_tokens_expiry_and_uses() {
     }
     assert_ne!(lines[0]["token"], lines[1]["token"]);
 }
+
+/// The specification's `user-data.sh`, its two `jq -n` programs verbatim.
+fn spec_user_data(args: &[&str], fleet: &std::path::Path) -> Option<String> {
+    let script = r#"set -euo pipefail
+mode=$1 fleet=$2 hostname=$3
+case $mode in
+  fleet)
+    jq -n --arg hostname "$hostname" --rawfile root "$fleet/root.crt" --rawfile bundle "$fleet/bundle.json" \
+      '{fleet_root_cert: $root, fleet_bundle: ($bundle | fromjson), network: {hostname: $hostname}}'
+    ;;
+  announce)
+    jq -n --arg hostname "$hostname" --arg address "$4" --arg token "$5" --rawfile root "$fleet/root.crt" \
+      '{controller_address: $address, controller_ca_cert: $root, controller_fleet_root_cert: $root,
+        registration_token: $token, network: {hostname: $hostname}}'
+    ;;
+esac"#;
+    let jq = std::process::Command::new("jq").arg("--version").output();
+    if !jq.is_ok_and(|o| o.status.success()) {
+        skipped("jq is not installed (CI installs it): the specification's user-data.sh cannot run");
+        return None;
+    }
+    let out = std::process::Command::new("bash")
+        .args(["-c", script, "user-data.sh", args[0], fleet.to_str().unwrap()])
+        .args(&args[1..])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    Some(String::from_utf8(out.stdout).unwrap())
+}
+
+#[test]
+fn user_data_is_byte_for_byte_what_the_specifications_script_prints() {
+    let fx = laid_out();
+    let fleet = fx.fleet_dir();
+    let ours = |args: &[&str]| {
+        let (ok, out, err) = cli_with(std::process::Command::new(BIN).arg("user-data").args(args));
+        assert!(ok, "{err}");
+        out
+    };
+    let fleet_arg = fleet.to_str().unwrap();
+    let made = ours(&["fleet", "--fleet", fleet_arg, "--hostname", "edge-3"]);
+    let announced = ours(&[
+        "announce",
+        "--fleet",
+        fleet_arg,
+        "--hostname",
+        "edge-3",
+        "--address",
+        "10.0.2.2:8443",
+        "--token",
+        "t0k3n-abc",
+    ]);
+    let tokenless =
+        ours(&["announce", "--fleet", fleet_arg, "--hostname", "edge-3", "--address", "10.0.2.2:8443"]);
+    let parsed: serde_json::Value = serde_json::from_str(&announced).unwrap();
+    assert_eq!(parsed["registration_token"], "t0k3n-abc");
+    assert_eq!(parsed["network"]["hostname"], "edge-3");
+    if let Some(spec) = spec_user_data(&["fleet", "edge-3"], &fleet) {
+        assert_eq!(made, spec, "user-data fleet");
+        let spec = spec_user_data(&["announce", "edge-3", "10.0.2.2:8443", "t0k3n-abc"], &fleet).unwrap();
+        assert_eq!(announced, spec, "user-data announce");
+        let spec = spec_user_data(&["announce", "edge-3", "10.0.2.2:8443", ""], &fleet).unwrap();
+        assert_eq!(tokenless, spec, "user-data announce without a token");
+    }
+}
+
+#[tokio::test]
+async fn user_data_with_a_new_token_admits_the_node_that_boots_with_it() {
+    let fx = laid_out();
+    let fleet = fx.fleet_dir();
+    let (ok, out, err) = cli_with(
+        std::process::Command::new(BIN)
+            .args(["user-data", "announce", "--fleet", fleet.to_str().unwrap(), "--hostname", "vm-7"])
+            .args(["--address", "127.0.0.1:8443", "--new-token", "--description", "vm-7", "--state"])
+            .arg(fx.state()),
+    );
+    assert!(ok, "{err}");
+    let said: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let token = said["registration_token"].as_str().unwrap().to_string();
+    assert_eq!(token.len(), 32, "a minted token: {said}");
+    let (ok, listed, _) = admin(&fx.state(), &["tokens", "list"]);
+    assert!(ok && listed.contains("vm-7"), "registered with its description: {listed}");
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("vm-7").unwrap();
+    let (_, _, status) = announce(&client, "vm-7", &ca, &token).await;
+    assert_eq!(status, 201, "the node booting with it is admitted");
+}
+
+#[test]
+fn user_data_refuses_what_a_node_could_not_use_before_reading_or_minting() {
+    let fx = laid_out();
+    let fleet = fx.fleet_dir();
+    let fleet = fleet.to_str().unwrap();
+    let refused = |args: &[&str], says: &str| {
+        let (ok, _, err) = cli_with(std::process::Command::new(BIN).arg("user-data").args(args));
+        assert!(!ok, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    };
+    let hostname = "--hostname must be a hostname: labels of 1 to 63 letters, digits or '-'";
+    refused(&["fleet", "--fleet", fleet, "--hostname=-edge"], hostname);
+    refused(&["fleet", "--fleet", fleet, "--hostname", "edge 3"], hostname);
+    refused(&["fleet", "--fleet", fleet, "--hostname", "a..b"], hostname);
+    refused(
+        &["fleet", "--fleet", "/nonexistent-fleet", "--hostname", "edge"],
+        "is --fleet a fleet directory",
+    );
+    let announce = ["announce", "--fleet", fleet, "--hostname", "edge"];
+    fn with<'a>(announce: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+        [announce, more].concat()
+    }
+    refused(
+        &with(&announce, &["--address", "10.0.2.2"]),
+        "--address must be host:port with a port from 1 to 65535",
+    );
+    refused(&with(&announce, &["--address", "10.0.2.2:0"]), "--address must be host:port");
+    refused(
+        &with(&announce, &["--address", "h:1", "--token", "a b"]),
+        "--token must be at most 512 printable ASCII",
+    );
+    refused(&with(&announce, &["--address", "h:1", "--new-token"]), "--state");
+    refused(
+        &with(&announce, &["--address", "h:1", "--token", "abc", "--new-token", "--state", "x"]),
+        "cannot be used with",
+    );
+    let (ok, listed, _) = admin(&fx.state(), &["tokens", "list", "--json"]);
+    assert!(ok && listed.trim().is_empty(), "nothing minted: {listed}");
+}
