@@ -50,9 +50,12 @@ pub struct ListArgs {
     /// Only rejected nodes (by a command, or because their CA was rejected).
     #[arg(long)]
     pub rejected: bool,
-    /// One JSON object per node and line: id, name, address, peer_address, ca_sha256, state, announced_at, admitted_by.
+    /// One JSON object per node and line: id, name, address, peer_address, ca_sha256, state, announced_at, admitted_by, ca_cert_pem, token_sha256_prefix, token_labels.
     #[arg(long)]
     pub json: bool,
+    /// Only nodes admitted (or presented) with a token carrying this label, KEY=VALUE (repeatable: all of them).
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
 }
 
 #[derive(Debug, Args)]
@@ -125,9 +128,21 @@ pub struct TokensAddArgs {
     #[arg(long, conflicts_with = "count")]
     pub token: Option<String>,
     /// One JSON object per token and line: the token, its SHA-256 (and the
-    /// prefix the audit trail names), expiry, uses and description.
+    /// prefix the audit trail names), expiry, uses, description and labels.
     #[arg(long)]
     pub json: bool,
+    /// A label, KEY=VALUE (repeatable, at most 16): copied into the record
+    /// of every node the token admits, and shown by `nodes list`.
+    #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
+    pub labels: Vec<(String, String)>,
+}
+
+/// `KEY=VALUE`, split at the first `=`; the bounds are checked with the rest.
+pub fn parse_label(text: &str) -> Result<(String, String), String> {
+    match text.split_once('=') {
+        Some((key, value)) => Ok((key.to_string(), value.to_string())),
+        None => Err("a label is KEY=VALUE".into()),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -95,6 +95,20 @@ pub struct NodeView {
     pub announced_at: Option<String>,
     /// Who or what admitted it.
     pub admitted_by: Option<String>,
+    /// Its CA certificate, PEM, as it announced it.
+    pub ca_cert_pem: String,
+    /// The first 12 hex digits of the SHA-256 of the listed token it
+    /// presented (as its `admitted` event and `tokens add --json` say them).
+    pub token_sha256_prefix: Option<String>,
+    /// That token's labels (`tokens add --label`); `{}` for none.
+    pub token_labels: std::collections::BTreeMap<String, String>,
+}
+
+impl NodeView {
+    /// Whether the node's token carried every one of `labels`.
+    pub fn has_labels(&self, labels: &[(String, String)]) -> bool {
+        labels.iter().all(|(key, value)| self.token_labels.get(key) == Some(value))
+    }
 }
 
 fn view(store: &Store, record: &NodeRecord) -> NodeView {
@@ -111,6 +125,9 @@ fn view(store: &Store, record: &NodeRecord) -> NodeView {
         state: store.state_of(record),
         announced_at: record.announced_at.clone(),
         admitted_by,
+        ca_cert_pem: record.ca_cert_pem.clone(),
+        token_sha256_prefix: record.token_sha256_prefix.clone(),
+        token_labels: record.token_labels.clone(),
     }
 }
 

@@ -79,7 +79,7 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
 /// `nodes list` with a filter: the matching records, grouped by CA.
 fn list(store: &Store, args: &ListArgs) -> Result<String> {
     if !(args.pending || args.admitted || args.rejected) {
-        return list_all_streaming(store, args.json);
+        return list_all_streaming(store, args.json, &args.labels);
     }
     // Only the records the filter can show are read: the unsettled ones
     // (no approval, no rejection: names listed, not files opened) for
@@ -110,7 +110,7 @@ fn list(store: &Store, args: &ListArgs) -> Result<String> {
             || (args.admitted && s == NodeState::Admitted)
             || (args.rejected && s == NodeState::Rejected)
     };
-    views.retain(|v| wanted(v.state));
+    views.retain(|v| wanted(v.state) && v.has_labels(&args.labels));
     // Re-announcements of one node share its CA: keep them together, oldest first.
     views.sort_by(|a, b| (&a.ca_sha256, &a.announced_at, &a.id).cmp(&(&b.ca_sha256, &b.announced_at, &b.id)));
     let mut out = String::new();
@@ -139,7 +139,7 @@ fn list(store: &Store, args: &ListArgs) -> Result<String> {
 
 /// `nodes list` of every record: each line printed as its record is read,
 /// so the first lines of a million appear at once (unsorted, ungrouped).
-fn list_all_streaming(store: &Store, json: bool) -> Result<String> {
+fn list_all_streaming(store: &Store, json: bool, labels: &[(String, String)]) -> Result<String> {
     use std::io::Write;
     let stdout = std::io::stdout();
     let mut out = std::io::BufWriter::new(stdout.lock());
@@ -149,6 +149,9 @@ fn list_all_streaming(store: &Store, json: bool) -> Result<String> {
     let mut count = 0usize;
     let problems = store.scan(|_, record: NodeRecord| {
         let v = view(store, &record);
+        if !v.has_labels(labels) {
+            return;
+        }
         let line = if json { terminal::json_text(&v) } else { list_row(&v, false) };
         // A closed pipe (`| head`) ends the listing quietly.
         if writeln!(out, "{line}").is_ok() {

@@ -30,6 +30,13 @@ fn check_add(args: &super::TokensAddArgs) -> Result<()> {
     if args.description.as_ref().is_some_and(|d| d.chars().count() > tokens::MAX_DESCRIPTION) {
         return refuse(format!("--description must be at most {} characters", tokens::MAX_DESCRIPTION));
     }
+    let labels: std::collections::BTreeMap<String, String> = args.labels.iter().cloned().collect();
+    if labels.len() < args.labels.len() {
+        return refuse("--label gives the same key twice".into());
+    }
+    if let Some(why) = tokens::labels_refusal(&labels) {
+        return refuse(format!("--label: {why}"));
+    }
     if let Some(token) = &args.token {
         check_chosen(token).map_err(|why| AdminError::Usage(format!("--token {why}")))?;
     }
@@ -68,6 +75,7 @@ struct Added<'a> {
     expires_at: Option<String>,
     uses: u32,
     description: Option<&'a str>,
+    labels: &'a std::collections::BTreeMap<String, String>,
 }
 
 /// Runs a `tokens` subcommand; `Ok` is what to print.
@@ -87,6 +95,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 uses: args.uses.filter(|&n| n > 1),
                 added_at: crate::clock::now_rfc3339(),
                 added_by: user.clone(),
+                labels: args.labels.iter().cloned().collect(),
                 expiry_audited: false,
             };
             store.add_tokens(&made, &meta)?;
@@ -101,6 +110,7 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                     expires_at: meta.expires_at.map(crate::clock::unix_to_rfc3339),
                     uses: meta.total_uses(),
                     description: meta.description.as_deref(),
+                    labels: &meta.labels,
                 })
             };
             Ok(made.iter().map(line).collect::<Vec<_>>().join("\n"))

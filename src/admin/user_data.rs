@@ -65,6 +65,9 @@ pub struct AnnounceArgs {
     /// The minted token stops admitting after this (e.g. 2h).
     #[arg(long, requires = "new_token", value_parser = crate::clock::parse_duration)]
     pub expires_in: Option<std::time::Duration>,
+    /// A label of the minted token, KEY=VALUE (repeatable), e.g. vm=web-3.
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "new_token", value_parser = super::args::parse_label)]
+    pub labels: Vec<(String, String)>,
 }
 
 #[derive(Serialize)]
@@ -149,6 +152,7 @@ fn mint(state: &Path, args: &AnnounceArgs) -> Result<String> {
         uses: None,
         token: None,
         json: false,
+        labels: args.labels.clone(),
     };
     super::tokens(state, &TokensCommand::Add(add))
 }

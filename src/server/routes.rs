@@ -81,6 +81,8 @@ async fn announce_or_refuse(
         peer_address: Some(peer.to_string()),
         admitted_by: None,
         token_claim: None,
+        token_sha256_prefix: None,
+        token_labels: Default::default(),
         extra: Default::default(),
     };
     // The whole admission in one hand-off to the blocking pool:

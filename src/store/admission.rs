@@ -129,7 +129,7 @@ impl Store {
             // pending it would drop its token.
             return Err(StoreError::TokenMeta(why));
         }
-        let Offer::Valid { mac, uses } = offer else {
+        let Offer::Valid { mac, uses, labels } = offer else {
             // Spent (and blanked, its metadata gone) by this CA, maybe,
             // through a replica that stopped before linking the CA index.
             if !token.is_empty() {
@@ -149,6 +149,10 @@ impl Store {
             return Ok(Admission { id, outcome: Outcome::Pending });
         };
         record.token_claim = Some(mac.as_str().to_string());
+        // In the claim, so a recovery finishes with them; a node left
+        // pending (every use spent) keeps them too: the token it presented.
+        record.token_sha256_prefix = Some(token_fingerprint(token));
+        record.token_labels = labels;
         // Whole but not yet durable: the claim makes it so, with its marker.
         let claim_path = self.write_claim(&record)?;
         if self.claim_a_use(&mut record, token, &mac, uses, &claim_path, bundle_version)? {
@@ -335,8 +339,18 @@ impl Store {
             // made, and what an admin decided since, stand.
             return Ok(());
         }
-        let admitted =
-            super::Admitted::by_token(id.clone(), (!token.is_empty()).then(|| token_fingerprint(token)));
+        let admitted = {
+            // The claim says the token (a recovery has it no more); the
+            // node's presented token otherwise (records of earlier versions).
+            let prefix = record
+                .token_sha256_prefix
+                .clone()
+                .or_else(|| (!token.is_empty()).then(|| token_fingerprint(token)));
+            super::Admitted {
+                token_labels: record.token_labels.clone(),
+                ..super::Admitted::by_token(id.clone(), prefix)
+            }
+        };
         let mut events = vec![announced(record, true), admitted.into()];
         if let Some(bundle_version) = delivering {
             events.push(AuditEvent::TrustDelivered { id: id.clone(), bundle_version });

@@ -59,6 +59,9 @@ pub struct Admitted {
     /// The token's fingerprint, when a token did.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_sha256_prefix: Option<String>,
+    /// The token's labels (`tokens add --label`), when a token with labels did.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub token_labels: std::collections::BTreeMap<String, String>,
     /// The CA fingerprint the admin checked (`nodes approve --ca-sha256`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checked_ca_sha256: Option<String>,
@@ -206,6 +209,7 @@ impl Admitted {
             by,
             user,
             token_sha256_prefix: None,
+            token_labels: Default::default(),
             checked_ca_sha256: None,
             forced_over_rejected_ca: None,
             over_rejected_ca: None,

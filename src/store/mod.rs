@@ -140,6 +140,15 @@ pub struct NodeRecord {
     /// finished (`Store::recover`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_claim: Option<String>,
+    /// The first 12 hex digits of the SHA-256 of the listed token it
+    /// presented (the one that admitted it when `admitted_by` is `token`),
+    /// as its `admitted` event names them: the orchestrator's link from the
+    /// token it put in a VM to the node that came up.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_sha256_prefix: Option<String>,
+    /// That token's labels (`tokens add --label`), as they were when it admitted the node.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub token_labels: std::collections::BTreeMap<String, String>,
     /// Fields another tool (or a later version) wrote: kept on rewrite.
     #[serde(flatten)]
     pub extra: Map<String, Value>,

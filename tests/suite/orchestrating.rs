@@ -239,3 +239,70 @@ fn user_data_refuses_what_a_node_could_not_use_before_reading_or_minting() {
     let (ok, listed, _) = admin(&fx.state(), &["tokens", "list", "--json"]);
     assert!(ok && listed.trim().is_empty(), "nothing minted: {listed}");
 }
+
+#[tokio::test]
+async fn a_tokens_labels_follow_the_node_it_admits_into_its_record_event_and_listing() {
+    let fx = laid_out();
+    let (ok, out, err) =
+        admin(&fx.state(), &["tokens", "add", "--label", "vm=web-3", "--label", "rack=4", "--json"]);
+    assert!(ok, "{err}");
+    let said = &json_lines(&out)[0];
+    assert_eq!(said["labels"], serde_json::json!({"vm": "web-3", "rack": "4"}));
+    let token = said["token"].as_str().unwrap().to_string();
+    let other = add_token(&fx.state(), &["--label", "vm=web-4"]);
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("web-3").unwrap();
+    let (id, _, status) = announce(&client, "web-3", &ca, &token).await;
+    assert_eq!(status, 201);
+    let (_, _, status) = announce(&client, "web-4", &certs::mint_node_ca("web-4").unwrap(), &other).await;
+    assert_eq!(status, 201);
+    let (ok, listed, err) = admin(&fx.state(), &["nodes", "list", "--json", "--label", "vm=web-3"]);
+    assert!(ok, "{err}");
+    let nodes = json_lines(&listed);
+    assert_eq!(nodes.len(), 1, "only web-3's node: {listed}");
+    let node = &nodes[0];
+    assert_eq!(node["id"], id.as_str());
+    assert_eq!(node["token_sha256_prefix"], said["sha256_prefix"]);
+    assert_eq!(node["token_labels"], serde_json::json!({"vm": "web-3", "rack": "4"}));
+    assert_eq!(node["ca_cert_pem"], ca.cert_pem.as_str(), "the CA in the same call");
+    let (ok, listed, _) = admin(&fx.state(), &["nodes", "list", "--admitted", "--json", "--label", "rack=4"]);
+    assert!(ok && json_lines(&listed).len() == 1, "{listed}");
+    let (ok, listed, _) = admin(&fx.state(), &["nodes", "list", "--json", "--label", "vm=nope"]);
+    assert!(ok && listed.trim().is_empty(), "{listed}");
+    let (ok, trail, _) = admin(&fx.state(), &["audit", "--json"]);
+    assert!(ok);
+    let admitted =
+        json_lines(&trail).into_iter().find(|e| e["event"] == "admitted" && e["id"] == id.as_str());
+    assert_eq!(admitted.unwrap()["token_labels"]["vm"], "web-3", "the admitted event says them");
+}
+
+#[test]
+fn labels_out_of_their_bounds_are_refused_and_nothing_is_added() {
+    let fx = laid_out();
+    let many: Vec<String> = (0..17).map(|n| format!("k{n}=v")).collect();
+    let mut too_many = vec!["tokens", "add"];
+    for label in &many {
+        too_many.extend(["--label", label.as_str()]);
+    }
+    let long_value = format!("k={}", "v".repeat(254));
+    let long_key = format!("{}=v", "k".repeat(64));
+    for (args, says) in [
+        (vec!["tokens", "add", "--label", "novalue"], "a label is KEY=VALUE"),
+        (vec!["tokens", "add", "--label", "=v"], "--label: a label key must be 1 to 63 letters, digits"),
+        (vec!["tokens", "add", "--label", "sp ace=v"], "--label: a label key must be 1 to 63"),
+        (vec!["tokens", "add", "--label", &long_key], "--label: a label key must be 1 to 63"),
+        (
+            vec!["tokens", "add", "--label", &long_value],
+            "--label: a label value must be at most 253 characters",
+        ),
+        (vec!["tokens", "add", "--label", "a=1", "--label", "a=2"], "--label gives the same key twice"),
+        (too_many.clone(), "--label: more than 16 labels"),
+    ] {
+        let (ok, _, err) = admin(&fx.state(), &args);
+        assert!(!ok, "{args:?}");
+        assert!(err.contains(says), "{args:?}: {err}");
+    }
+    let (ok, listed, _) = admin(&fx.state(), &["tokens", "list", "--json"]);
+    assert!(ok && listed.trim().is_empty(), "{listed}");
+}

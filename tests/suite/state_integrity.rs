@@ -271,6 +271,8 @@ fn cut_short_admission(fx: &Fixture, token: &str, ca: &Minted, form: CutShort, a
         peer_address: None,
         admitted_by: None,
         token_claim: Some(mac.as_str().into()),
+        token_sha256_prefix: None,
+        token_labels: Default::default(),
         extra: Default::default(),
     };
     let held = match form {

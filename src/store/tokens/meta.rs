@@ -41,6 +41,34 @@ pub const MAX_DESCRIPTION: usize = 1_000;
 /// to make one.
 pub const MAX_META_BYTES: u64 = 64 << 20;
 
+/// The most labels a token carries (`tokens add --label`).
+pub const MAX_LABELS: usize = 16;
+/// The longest label key, in characters: letters, digits, `.`, `_`, `-`, `/`.
+pub const MAX_LABEL_KEY: usize = 63;
+/// The longest label value, in characters (any text, escaped where shown).
+pub const MAX_LABEL_VALUE: usize = 253;
+
+/// Why `labels` is out of its bounds, if it is: the one check for
+/// `tokens add` and for every read of the metadata.
+pub fn labels_refusal(labels: &BTreeMap<String, String>) -> Option<String> {
+    if labels.len() > MAX_LABELS {
+        return Some(format!("more than {MAX_LABELS} labels"));
+    }
+    for (key, value) in labels {
+        let key_ok = (1..=MAX_LABEL_KEY).contains(&key.chars().count())
+            && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'/'));
+        if !key_ok {
+            return Some(format!(
+                "a label key must be 1 to {MAX_LABEL_KEY} letters, digits, '.', '_', '-' or '/'"
+            ));
+        }
+        if value.chars().count() > MAX_LABEL_VALUE {
+            return Some(format!("a label value must be at most {MAX_LABEL_VALUE} characters"));
+        }
+    }
+    None
+}
+
 /// What `tokens add` knows about a token beyond the token itself.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TokenMeta {
@@ -61,6 +89,10 @@ pub struct TokenMeta {
     /// What the admin said the tokens are for (`tokens add --description`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub description: Option<String>,
+    /// The orchestrator's labels (`tokens add --label KEY=VALUE`), copied
+    /// into the record of each node the token admits.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
     /// `token_expired` was audited: never again, even while the token
     /// stays listed (a `tokens` file this process cannot write).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -119,6 +151,9 @@ pub(super) fn read_meta_at(path: &Path) -> io::Result<Option<BTreeMap<String, To
             return Err(invalid(format!(
                 "the token {at}… has a description over {MAX_DESCRIPTION} characters"
             )));
+        }
+        if let Some(why) = labels_refusal(&entry.labels) {
+            return Err(invalid(format!("the token {at}… has labels out of bounds: {why}")));
         }
     }
     Ok(Some(meta))
@@ -283,5 +318,32 @@ impl Tokens {
         write_atomic(&self.meta_path, &bytes, 0o600)?;
         self.keep_good_copy(meta);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_metadata_file_with_labels_out_of_bounds_is_unreadable() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("tokens.meta.json");
+        let with = |labels: BTreeMap<String, String>| {
+            let entry = TokenMeta { labels, ..Default::default() };
+            let book: BTreeMap<String, TokenMeta> = [("ab".repeat(32), entry)].into();
+            crate::durable::write_atomic(&path, &serde_json::to_vec(&book).unwrap(), 0o600).unwrap();
+            read_meta_at(&path)
+        };
+        let fine: BTreeMap<String, String> = [("vm".to_string(), "web-3".to_string())].into();
+        assert_eq!(with(fine.clone()).unwrap().unwrap().values().next().unwrap().labels, fine);
+        let many: BTreeMap<String, String> =
+            (0..=MAX_LABELS).map(|n| (format!("k{n}"), "v".into())).collect();
+        let e = with(many).unwrap_err().to_string();
+        assert!(e.contains("has labels out of bounds: more than 16 labels"), "{e}");
+        let e = with([("bad key".to_string(), "v".to_string())].into()).unwrap_err().to_string();
+        assert!(e.contains("a label key must be"), "{e}");
+        let e = with([("k".to_string(), "v".repeat(MAX_LABEL_VALUE + 1))].into()).unwrap_err().to_string();
+        assert!(e.contains("a label value must be at most 253"), "{e}");
     }
 }

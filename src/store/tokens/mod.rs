@@ -41,7 +41,7 @@ mod tidier;
 use file::{Listed, ends_with_newline};
 pub use file::{is_separator, parse};
 use meta::MetaCache;
-pub use meta::{MAX_DESCRIPTION, MAX_USES, MetaUnreadable, TokenMeta};
+pub use meta::{MAX_DESCRIPTION, MAX_LABELS, MAX_USES, MetaUnreadable, TokenMeta, labels_refusal};
 pub use tidier::Tidier;
 
 use super::AuditEvent;
@@ -81,6 +81,9 @@ pub struct TokenInfo {
     pub description: Option<String>,
     /// Shorter than [`WEAK_BELOW`] characters.
     pub weak: bool,
+    /// Its labels (`tokens add --label`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
 /// What a presented token is worth.
@@ -101,6 +104,8 @@ pub enum Offer {
         mac: Mac,
         /// How many nodes it admits in all.
         uses: u32,
+        /// Its labels, for the records of the nodes it admits.
+        labels: std::collections::BTreeMap<String, String>,
     },
 }
 
@@ -160,7 +165,7 @@ impl Tokens {
         if self.ledger.is_revoked(&mac)? {
             return Ok(Offer::Revoked);
         }
-        Ok(Offer::Valid { mac, uses: meta.total_uses() })
+        Ok(Offer::Valid { mac, uses: meta.total_uses(), labels: meta.labels })
     }
 
     /// Blanks spent tokens and those expired at `now` (Unix seconds: the
@@ -316,6 +321,7 @@ impl Tokens {
                     added_by: meta.added_by,
                     description: meta.description,
                     weak: t.chars().count() < WEAK_BELOW,
+                    labels: meta.labels,
                 });
             }
         }
@@ -449,7 +455,7 @@ mod tests {
         let path = dir.path().join(TOKENS_FILE);
         fs::write(&path, "# list\nkeep spent\nspent\n").unwrap();
         let tokens = Tokens::new(dir.path());
-        let Offer::Valid { mac, uses: 1 } = tokens.offer("spent").unwrap() else { panic!() };
+        let Offer::Valid { mac, uses: 1, .. } = tokens.offer("spent").unwrap() else { panic!() };
         tokens.spent("spent");
         assert_eq!(fs::read_to_string(&path).unwrap(), "# list\nkeep spent\nspent\n", "a use left: kept");
         tokens.ledger.revoke(&mac, 1).unwrap();
