@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Checks deploy/systemd/janus-registration.service as CI does:
-# `systemd-analyze verify` clean (with the binary at the unit's ExecStart
-# path, in a private mount namespace that leaves the machine untouched), and
-# `systemd-analyze security --offline=true` exposure at most 2.0.
+# Checks deploy/systemd/ as CI does: `systemd-analyze verify` clean for the
+# endpoint's unit and the renewal's service and timer (with the binary at
+# the units' ExecStart path, in a private mount namespace that leaves the
+# machine untouched), and `systemd-analyze security --offline=true`
+# exposure at most 2.0 for the endpoint's unit.
 #
 #   scripts/systemd-check.sh [BINARY]   (default: target/debug/janus-registration)
 set -euo pipefail
@@ -18,7 +19,8 @@ fi
 
 exe=$(sed -n 's/^ExecStart=\([^ ]*\).*/\1/p' "$unit")
 if unshare -m true 2>/dev/null; then
-  out=$(unshare -m sh -c "mount -t tmpfs tmpfs '$(dirname "$exe")' && cp '$bin' '$exe' && systemd-analyze verify '$unit'" 2>&1) ||
+  renew="deploy/systemd/janus-registration-renew.service deploy/systemd/janus-registration-renew.timer"
+  out=$(unshare -m sh -c "mount -t tmpfs tmpfs '$(dirname "$exe")' && cp '$bin' '$exe' && systemd-analyze verify '$unit' $renew" 2>&1) ||
     { echo "systemd-check: FAILED: systemd-analyze verify: $out"; exit 1; }
   [ -z "$out" ] || { echo "systemd-check: FAILED: systemd-analyze verify is not clean: $out"; exit 1; }
   echo "systemd-check: systemd-analyze verify: clean"

@@ -196,6 +196,9 @@ pub struct NodesArgs {
     /// The state directory.
     #[arg(long, env = "JANUS_REGISTRATION_STATE", global = true)]
     pub state: Option<PathBuf>,
+    /// The admin this command acts for, as the audit trail names them (default: the user running it).
+    #[arg(long = "as", value_name = "NAME", env = "JANUS_REGISTRATION_ADMIN", global = true)]
+    pub acting_for: Option<String>,
     #[command(subcommand)]
     pub command: admin::NodesCommand,
 }
@@ -205,6 +208,9 @@ pub struct TokensArgs {
     /// The state directory.
     #[arg(long, env = "JANUS_REGISTRATION_STATE", global = true)]
     pub state: Option<PathBuf>,
+    /// The admin this command acts for, as the audit trail names them (default: the user running it).
+    #[arg(long = "as", value_name = "NAME", env = "JANUS_REGISTRATION_ADMIN", global = true)]
+    pub acting_for: Option<String>,
     #[command(subcommand)]
     pub command: admin::TokensCommand,
 }

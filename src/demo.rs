@@ -221,7 +221,7 @@ approval below checks the node's CA against it:
 Announce a node (its CA's console line: {console}):
   {curl} -sS {url}/register -H 'Content-Type: application/json' --data-binary @{announce}
 
-Announce with the example token, admitted at once (once):
+Announce with the example token, admitted at once (it admits one node: a second announcement with it waits for approval):
   jq -c '. + {{registration_token: \"{token}\"}}' {announce} | {curl} -sS {url}/register --data-binary @-
 
 List pending nodes, with the CA SHA-256 to compare with each node's console:

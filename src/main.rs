@@ -49,6 +49,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         },
         Command::Nodes(args) => {
             let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
+            act_as(args.acting_for.as_deref())?;
             let out = admin::nodes(state, &args.command)?;
             // A streamed listing has printed itself already.
             if !out.is_empty() {
@@ -58,6 +59,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Tokens(args) => {
             let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
+            act_as(args.acting_for.as_deref())?;
             print(&admin::tokens(state, &args.command)?);
             Ok(ExitCode::SUCCESS)
         }
@@ -163,6 +165,14 @@ fn write_manpages(command: clap::Command, parent: &str, dir: &std::path::Path) -
         written += write_manpages(sub.clone(), &name, dir)?;
     }
     Ok(written)
+}
+
+/// Names the admin the audit trail credits (`--as`), when given.
+fn act_as(name: Option<&str>) -> Result<(), Failure> {
+    match name {
+        Some(name) => janus_registration::store::audit::act_as(name).map_err(Into::into),
+        None => Ok(()),
+    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {

@@ -41,7 +41,20 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             if store.is_rejected(&id) && ca_rejected {
                 return Ok(format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)));
             }
+            let was_admitted = store.state_of(&record) == NodeState::Admitted;
             store.reject(&id, &ca, &current_user())?;
+            if was_admitted {
+                // Its trust went out (in the answer, or at a poll): a
+                // rejection cannot call it back, and the node, trusted, never
+                // announces again, so no undo is offered for it.
+                return Ok(format!(
+                    "rejected {id} ({}) and its CA {}: it was admitted, so it may hold the fleet's trust \
+                     already, which a rejection cannot take back (rotate the fleet's issuing CA to revoke \
+                     it); its polls get 404 from now on, and announcements of its CA are rejected at once",
+                    escape(&record.name),
+                    escape(&ca)
+                ));
+            }
             Ok(format!(
                 "rejected {id} ({}) and its CA {}: its polls get 404 from now on, and its later \
                  announcements (new ids, same CA) are rejected at once; `nodes forget {id}` lifts that",
@@ -275,8 +288,12 @@ fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<String> {
     if let Some(want) = &expected
         && *want != have
     {
+        let source = match &args.console {
+            Some(log) if args.expect_ca_sha256.is_none() => format!("the console log {}", log.display()),
+            _ => "--expect-ca-sha256".to_string(),
+        };
         return Err(AdminError::Refused(format!(
-            "refusing: {id}'s CA is SHA-256 {have}, but the node's console shows {want} - not that node"
+            "refusing: {id}'s CA is SHA-256 {have}, but {source} says {want} - not that node"
         )));
     }
     let forced = args.force && store.is_ca_rejected(&have)?;

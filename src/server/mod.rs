@@ -274,6 +274,23 @@ fn watched(config: &ServeConfig) -> reload::Watched {
     reload::Watched { fleet: config.fleet.clone(), cert: config.cert.clone(), key: config.key.clone() }
 }
 
+/// The endpoint reads only `root.crt` and `bundle.json` of the fleet; its
+/// private keys beside them mean whoever takes this machine can mint
+/// certificates the whole fleet trusts. Said at every start, not refused:
+/// a development fleet (`demo`, `certs fleet`) keeps them there.
+fn warn_of_fleet_keys(fleet: &std::path::Path) {
+    for key in ["root.key", "issuing.key"] {
+        let path = fleet.join(key);
+        if crate::durable::present(&path).unwrap_or(false) {
+            tracing::warn!(
+                key = %path.display(),
+                "the fleet's private key is in the directory --fleet serves: the endpoint needs only root.crt \
+                 and bundle.json; keep the keys where certificates are minted, off this machine"
+            );
+        }
+    }
+}
+
 /// Every startup check, in the order an operator would fix them.
 pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
     fit_open_files(&mut config);
@@ -290,6 +307,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
              nodes provisioned with the fleet root will fall back to controller_ca_cert"
         );
     }
+    warn_of_fleet_keys(&config.fleet);
     // Checked now, made once the port is bound (`Prepared::serve`): a port
     // in use leaves no state tree behind.
     Store::check_before_open(&config.state).map_err(StartupError::State)?;

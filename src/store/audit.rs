@@ -220,8 +220,29 @@ pub fn token_fingerprint(token: &str) -> String {
     crate::pki::sha256_hex(token.as_bytes())[..12].to_string()
 }
 
-/// The user running this process, for the audit trail.
+/// The admin an admin command acts for (`--as`), set once at its start.
+static ACTING_FOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+/// Names the admin this process acts for in every audit event it writes
+/// (`--as NAME`, `JANUS_REGISTRATION_ADMIN`): in a container every command
+/// runs as the image's user, so who acted would be lost. 1 to 64 letters,
+/// digits, `.`, `_`, `-` or `@`; `Err` says what is wrong.
+pub fn act_as(name: &str) -> Result<(), String> {
+    let ok = (1..=64).contains(&name.len())
+        && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'));
+    if !ok {
+        return Err("--as must be 1 to 64 letters, digits, '.', '_', '-' or '@' (an admin's name)".into());
+    }
+    let _ = ACTING_FOR.set(name.to_string());
+    Ok(())
+}
+
+/// The user running this process, for the audit trail: the admin named
+/// with [`act_as`], else sudo's caller, else the login name, else the uid's.
 pub fn current_user() -> String {
+    if let Some(name) = ACTING_FOR.get() {
+        return name.clone();
+    }
     std::env::var("SUDO_USER")
         .or_else(|_| std::env::var("USER"))
         .ok()

@@ -300,3 +300,93 @@ fn the_demo_says_when_it_starts_afresh_and_removes_its_lock() {
     assert!(status.success(), "{status:?}");
     assert!(!dir.path().join(".demo.lock").exists(), "the lock goes with the demo");
 }
+
+#[test]
+fn a_fleet_directory_holding_the_fleets_keys_is_said_at_start() {
+    let fx = Fixture::new();
+    assert!(
+        fx.fleet_dir().join("issuing.key").exists(),
+        "certs fleet writes the keys beside the certificates"
+    );
+    let server = Process::start(&fx.serve_args());
+    let said = "the fleet's private key is in the directory --fleet serves: the endpoint needs only root.crt \
+                and bundle.json; keep the keys where certificates are minted, off this machine";
+    assert!(wait_for(Duration::from_secs(10), || server.log().contains(said)), "{}", server.log());
+    for key in ["root.key", "issuing.key"] {
+        assert!(server.log().contains(&format!("{}", fx.fleet_dir().join(key).display())), "names {key}");
+    }
+}
+
+#[tokio::test]
+async fn rejecting_an_admitted_node_says_its_trust_cannot_be_taken_back_and_offers_no_undo() {
+    let fx = Fixture::new();
+    let token = {
+        janus_registration::store::Store::open(&fx.state()).unwrap();
+        add_token(&fx.state(), &[])
+    };
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (id, _, status) = announce(&client, "edge", &ca, &token).await;
+    assert_eq!(status, 201);
+    let (ok, out, err) = admin(&fx.state(), &["nodes", "reject", &id]);
+    assert!(ok, "{err}");
+    assert!(
+        out.contains(&format!(
+            "rejected {id} (edge) and its CA {}: it was admitted, so it may hold the fleet's trust already, which \
+             a rejection cannot take back (rotate the fleet's issuing CA to revoke it); its polls get 404 from now \
+             on, and announcements of its CA are rejected at once",
+            ca_hash(&ca)
+        )),
+        "{out}"
+    );
+    assert!(!out.contains("nodes forget"), "no undo that cannot apply: {out}");
+}
+
+#[tokio::test]
+async fn a_mismatched_expected_fingerprint_is_named_as_what_the_admin_gave() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (id, _, _) = announce(&client, "edge", &ca, "").await;
+    let other = "ab".repeat(32);
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "approve", &id, "--expect-ca-sha256", &other]);
+    assert!(!ok);
+    assert!(
+        err.contains(&format!(
+            "refusing: {id}'s CA is SHA-256 {}, but --expect-ca-sha256 says {other} - not that node",
+            ca_hash(&ca)
+        )),
+        "{err}"
+    );
+}
+
+#[tokio::test]
+async fn an_admin_named_with_as_is_who_the_audit_trail_credits() {
+    let fx = Fixture::new();
+    janus_registration::store::Store::open(&fx.state()).unwrap();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (id, _, _) = announce(&client, "edge", &ca, "").await;
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "approve", &id, "--unchecked", "--as", "carol@ops"]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = cli_with(
+        Command::new(BIN)
+            .args(["tokens", "add", "--state"])
+            .arg(fx.state())
+            .env("JANUS_REGISTRATION_ADMIN", "dave"),
+    );
+    assert!(ok, "{err}");
+    let (ok, trail, _) = admin(&fx.state(), &["audit", "--json"]);
+    assert!(ok);
+    let events: Vec<serde_json::Value> = trail.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let approved = events.iter().find(|e| e["event"] == "admitted" && e["id"] == id.as_str()).unwrap();
+    assert_eq!(approved["user"], "carol@ops", "not the process's user (alice)");
+    let added = events.iter().find(|e| e["event"] == "token_added").unwrap();
+    assert_eq!(added["user"], "dave");
+    let (ok, _, err) = admin(&fx.state(), &["tokens", "add", "--as", "not a name"]);
+    assert!(!ok);
+    assert!(err.contains("--as must be 1 to 64 letters, digits, '.', '_', '-' or '@'"), "{err}");
+}
