@@ -37,6 +37,21 @@ pub enum NodesCommand {
     /// A node's events from the audit trail.
     #[command(after_help = "Example:\n  janus-registration nodes history edge-3")]
     History(ShowArgs),
+    /// Admissions, rejections and forgets as they happen: one JSON line each, with the node.
+    #[command(
+        after_help = "Examples:\n  janus-registration nodes watch --state /var/lib/janus-registration\n  janus-registration nodes watch --since 1h --once"
+    )]
+    Watch(WatchArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct WatchArgs {
+    /// Start with the events of this long ago (default: only new ones), e.g. 10m, 2h.
+    #[arg(long, value_parser = parse_duration)]
+    pub since: Option<Duration>,
+    /// Print what is there and stop instead of following.
+    #[arg(long)]
+    pub once: bool,
 }
 
 #[derive(Debug, Args)]

@@ -16,6 +16,7 @@ use serde::Serialize;
 mod nodes;
 mod tokens;
 pub mod user_data;
+mod watch;
 
 pub use self::nodes::nodes;
 pub use self::tokens::tokens;
@@ -73,7 +74,7 @@ type Result<T> = std::result::Result<T, AdminError>;
 pub mod args;
 pub use args::{
     ApproveArgs, IdArg, ListArgs, NodesCommand, RevokeArgs, ShowArgs, TokensAddArgs, TokensCommand,
-    TokensListArgs,
+    TokensListArgs, WatchArgs,
 };
 
 /// One node as `nodes list --json` gives it: stable field names.

@@ -20,11 +20,14 @@ use crate::terminal::{self, escape, escape_lines};
 /// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
 pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
     let store = match command {
-        NodesCommand::List(_) | NodesCommand::Show(_) | NodesCommand::History(_) => open_to_read(state)?,
+        NodesCommand::List(_) | NodesCommand::Show(_) | NodesCommand::History(_) | NodesCommand::Watch(_) => {
+            open_to_read(state)?
+        }
         _ => open(state)?,
     };
     match command {
         NodesCommand::List(args) => list(&store, args),
+        NodesCommand::Watch(args) => super::watch::watch(&store, args),
         NodesCommand::Show(ShowArgs { id: node, json }) => {
             let (_, record) = find(&store, node, Among::All)?;
             Ok(if *json { show_json(&store, &record) } else { show(&store, &record) })

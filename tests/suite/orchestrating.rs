@@ -306,3 +306,54 @@ fn labels_out_of_their_bounds_are_refused_and_nothing_is_added() {
     let (ok, listed, _) = admin(&fx.state(), &["tokens", "list", "--json"]);
     assert!(ok && listed.trim().is_empty(), "{listed}");
 }
+
+#[tokio::test]
+async fn nodes_watch_says_each_admission_rejection_and_forget_once_with_the_node() {
+    let fx = laid_out();
+    let token = add_token(&fx.state(), &["--label", "vm=web-5"]);
+    // Follows from now on: started before anything happens.
+    let mut follower = std::process::Command::new(BIN)
+        .args(["nodes", "watch", "--state"])
+        .arg(fx.state())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let lines = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let reader = {
+        let (stdout, lines) = (follower.stdout.take().unwrap(), lines.clone());
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stdout).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line);
+            }
+        })
+    };
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("web-5").unwrap();
+    let (id, _, status) = announce(&client, "web-5", &ca, &token).await;
+    assert_eq!(status, 201);
+    let seen = |n: usize| lines.lock().unwrap().len() >= n;
+    assert!(wait_for(std::time::Duration::from_secs(10), || seen(1)), "the admission is said as it happens");
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "reject", &id]);
+    assert!(ok, "{err}");
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "forget", &id]);
+    assert!(ok, "{err}");
+    assert!(wait_for(std::time::Duration::from_secs(10), || seen(3)), "{:?}", lines.lock().unwrap());
+    let _ = follower.kill();
+    let _ = follower.wait();
+    let _ = reader.join();
+    let said: Vec<serde_json::Value> =
+        lines.lock().unwrap().iter().map(|l| serde_json::from_str(l).unwrap()).collect();
+    let kinds: Vec<&str> = said.iter().map(|e| e["event"].as_str().unwrap()).collect();
+    assert_eq!(kinds, ["admitted", "rejected", "forgotten"], "no announcement, delivery or token event");
+    assert_eq!(said[0]["id"], id.as_str());
+    assert_eq!(said[0]["node"]["token_labels"]["vm"], "web-5", "the node, with its token's labels");
+    assert_eq!(said[0]["node"]["ca_cert_pem"], ca.cert_pem.as_str());
+    assert!(said[2].get("node").is_none(), "a forgotten node's record is gone: {}", said[2]);
+    // --once --since: what is there, each once.
+    let (ok, out, err) = admin(&fx.state(), &["nodes", "watch", "--once", "--since", "1h"]);
+    assert!(ok, "{err}");
+    assert_eq!(json_lines(&out).len(), 3, "{out}");
+}
