@@ -165,7 +165,7 @@ impl Announcement {
         }
         let registration_token = match fields.get("registration_token") {
             None | Some(Value::Null) => String::new(),
-            Some(Value::String(t)) if t.len() <= MAX_TOKEN && is_visible_ascii(t) => t.clone(),
+            Some(Value::String(t)) if is_presentable_token(t) => t.clone(),
             Some(_) => {
                 return Err(refuse(
                     "registration_token must be a string of at most 512 printable ASCII characters",
@@ -202,6 +202,18 @@ fn is_hostname_char(c: char) -> bool {
 /// and in a whitespace-separated file, where a space cannot survive.
 fn is_visible_ascii(s: &str) -> bool {
     s.bytes().all(|b| b.is_ascii_graphic())
+}
+
+/// A registration token a node can present: printable ASCII without the
+/// space, at most [`MAX_TOKEN`] bytes. The announcement's parser and every
+/// admin command that takes a token hold it to this one rule.
+pub fn is_presentable_token(token: &str) -> bool {
+    token.len() <= MAX_TOKEN && is_visible_ascii(token)
+}
+
+/// What [`is_presentable_token`] refuses, said to an admin.
+pub fn unpresentable_token_reason() -> String {
+    format!("must be at most {MAX_TOKEN} printable ASCII characters, without spaces")
 }
 
 /// `host:port`, port 1-65535, an IPv6 host in brackets.

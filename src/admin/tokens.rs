@@ -47,12 +47,8 @@ fn check_add(args: &super::TokensAddArgs) -> Result<()> {
 /// (no separator, not a comment) that a node can present (the protocol's
 /// printable ASCII, at most 512 bytes), and not guessable.
 fn check_chosen(token: &str) -> std::result::Result<(), String> {
-    let printable = token.bytes().all(|b| b.is_ascii_graphic());
-    if !printable || token.len() > crate::protocol::MAX_TOKEN {
-        return Err(format!(
-            "must be at most {} printable ASCII characters, without spaces",
-            crate::protocol::MAX_TOKEN
-        ));
+    if !crate::protocol::is_presentable_token(token) {
+        return Err(crate::protocol::unpresentable_token_reason());
     }
     if token.len() < tokens::WEAK_BELOW {
         return Err(format!(

@@ -118,12 +118,11 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
                 AdminError::Usage(format!("--address {}", why.0.trim_start_matches("address ")))
             })?;
             // What a node can present; the empty token is no token.
-            let presentable =
-                |t: &str| t.len() <= crate::protocol::MAX_TOKEN && t.bytes().all(|b| b.is_ascii_graphic());
-            if args.token.as_deref().is_some_and(|t| !t.is_empty() && !presentable(t)) {
+            let unpresentable = |t: &str| !t.is_empty() && !crate::protocol::is_presentable_token(t);
+            if args.token.as_deref().is_some_and(unpresentable) {
                 return Err(AdminError::Usage(format!(
-                    "--token must be at most {} printable ASCII characters, without spaces",
-                    crate::protocol::MAX_TOKEN
+                    "--token {}",
+                    crate::protocol::unpresentable_token_reason()
                 )));
             }
             let root = read(&args.fleet.join("root.crt"))?;
