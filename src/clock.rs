@@ -99,9 +99,35 @@ pub fn parse_duration(s: &str) -> Result<Duration, BadDuration> {
     n.checked_mul(scale).map(Duration::from_secs).ok_or_else(bad)
 }
 
+/// A time `parse_since` cannot read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{0:?} is neither a duration ago (such as 90s, 15m, 12h, 10d) nor an RFC 3339 time (such as 2026-12-01T08:00:00Z)"
+)]
+pub struct BadSince(pub String);
+
+/// A point in time as Unix seconds, given as a duration ago (`15m`: fifteen
+/// minutes before now) or as an RFC 3339 time.
+pub fn parse_since(s: &str) -> Result<i64, BadSince> {
+    let s = s.trim();
+    if let Ok(ago) = parse_duration(s) {
+        let ago = i64::try_from(ago.as_secs()).map_err(|_| BadSince(s.to_string()))?;
+        return Ok(now_unix().saturating_sub(ago));
+    }
+    OffsetDateTime::parse(s, &Rfc3339).map(|t| t.unix_timestamp()).map_err(|_| BadSince(s.to_string()))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn since() {
+        assert_eq!(parse_since("2026-12-01T08:00:00Z"), Ok(1_796_112_000));
+        let ago = now_unix() - parse_since("1h").unwrap();
+        assert!((3600..3610).contains(&ago), "{ago}");
+        assert!(parse_since("yesterday").is_err() && parse_since("2026-13-01T00:00:00Z").is_err());
+    }
 
     #[test]
     fn durations() {

@@ -65,9 +65,12 @@ pub struct ListArgs {
     /// Only rejected nodes (by a command, or because their CA was rejected).
     #[arg(long)]
     pub rejected: bool,
-    /// One JSON object per node and line: id, name, address, peer_address, ca_sha256, state, announced_at, admitted_by, ca_cert_pem, token_sha256_prefix, token_labels.
+    /// One JSON object per node and line: id, name, address, peer_address, ca_sha256, state, announced_at, admitted_by, admitted_at, ca_cert_pem, token_sha256_prefix, token_labels.
     #[arg(long)]
     pub json: bool,
+    /// Only nodes admitted at or after WHEN: a duration ago (15m, 2h, 1d) or an RFC 3339 time.
+    #[arg(long, value_name = "WHEN", value_parser = crate::clock::parse_since)]
+    pub admitted_since: Option<i64>,
     /// Only nodes admitted (or presented) with a token carrying this label, KEY=VALUE (repeatable: all of them).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,

@@ -96,6 +96,8 @@ pub struct NodeView {
     pub announced_at: Option<String>,
     /// Who or what admitted it.
     pub admitted_by: Option<String>,
+    /// When it was admitted (RFC 3339): when `approved/<id>` was written.
+    pub admitted_at: Option<String>,
     /// Its CA certificate, PEM, as it announced it.
     pub ca_cert_pem: String,
     /// The first 12 hex digits of the SHA-256 of the listed token it
@@ -126,6 +128,7 @@ fn view(store: &Store, record: &NodeRecord) -> NodeView {
         state: store.state_of(record),
         announced_at: record.announced_at.clone(),
         admitted_by,
+        admitted_at: store.approved_at(&record.id).map(crate::clock::unix_to_rfc3339),
         ca_cert_pem: record.ca_cert_pem.clone(),
         token_sha256_prefix: record.token_sha256_prefix.clone(),
         token_labels: record.token_labels.clone(),

@@ -94,7 +94,8 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
 
 /// `nodes list` with a filter: the matching records, grouped by CA.
 fn list(store: &Store, args: &ListArgs) -> Result<String> {
-    if !(args.pending || args.admitted || args.rejected) {
+    let admitted = args.admitted || args.admitted_since.is_some();
+    if !(args.pending || admitted || args.rejected) {
         return list_all_streaming(store, args.json, &args.labels);
     }
     // Only the records the filter can show are read: the unsettled ones
@@ -107,7 +108,7 @@ fn list(store: &Store, args: &ListArgs) -> Result<String> {
     if args.rejected {
         ids.extend(store.rejected_ids()?);
     }
-    if args.admitted {
+    if admitted {
         ids.extend(store.approved_ids()?);
     }
     ids.sort();
@@ -123,10 +124,19 @@ fn list(store: &Store, args: &ListArgs) -> Result<String> {
     }
     let wanted = |s: NodeState| {
         (args.pending && s == NodeState::Pending)
-            || (args.admitted && s == NodeState::Admitted)
+            || (admitted && s == NodeState::Admitted)
             || (args.rejected && s == NodeState::Rejected)
     };
-    views.retain(|v| wanted(v.state) && v.has_labels(&args.labels));
+    // --admitted-since: by the approval's own time (`admitted_at`, whole
+    // seconds), so a node re-admitted after the orchestrator's last look is seen again.
+    let since = args.admitted_since.map(crate::clock::unix_to_rfc3339);
+    let recent = |v: &NodeView| match (&since, &v.admitted_at) {
+        (None, _) => true,
+        _ if v.state != NodeState::Admitted => true,
+        (Some(since), Some(at)) => crate::clock::rfc3339_millis(at) >= crate::clock::rfc3339_millis(since),
+        (Some(_), None) => false,
+    };
+    views.retain(|v| wanted(v.state) && v.has_labels(&args.labels) && recent(v));
     // Re-announcements of one node share its CA: keep them together, oldest first.
     views.sort_by(|a, b| (&a.ca_sha256, &a.announced_at, &a.id).cmp(&(&b.ca_sha256, &b.announced_at, &b.id)));
     let mut out = String::new();

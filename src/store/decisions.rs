@@ -56,6 +56,14 @@ impl Store {
         }))
     }
 
+    /// When `id` was admitted, as Unix seconds: the time `approved/<id>`
+    /// was last written (an admin's `touch` is an admission at that time).
+    pub fn approved_at(&self, id: &NodeId) -> Option<i64> {
+        use std::os::unix::fs::MetadataExt;
+        let path = self.approval_path(id);
+        durable::retry_stale(|| fs::symlink_metadata(&path)).ok().map(|meta| meta.mtime())
+    }
+
     /// Whether `id` is rejected; when that cannot be told, it is (a
     /// rejected node must never get the trust through a stale handle).
     pub fn is_rejected(&self, id: &NodeId) -> bool {

@@ -357,3 +357,54 @@ async fn nodes_watch_says_each_admission_rejection_and_forget_once_with_the_node
     assert!(ok, "{err}");
     assert_eq!(json_lines(&out).len(), 3, "{out}");
 }
+
+#[tokio::test]
+async fn nodes_list_admitted_since_shows_the_nodes_admitted_after_a_time_with_when() {
+    let fx = laid_out();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let mut ids = Vec::new();
+    for name in ["web-6", "web-7"] {
+        let token = add_token(&fx.state(), &[]);
+        let (id, _, status) = announce(&client, name, &certs::mint_node_ca(name).unwrap(), &token).await;
+        assert_eq!(status, 201);
+        ids.push(id);
+    }
+    // A pending node is never listed as admitted.
+    let (_, _, status) = announce(&client, "web-8", &certs::mint_node_ca("web-8").unwrap(), "").await;
+    assert_eq!(status, 201);
+    // web-6 was admitted two hours ago, as far as its approval says.
+    let two_hours_ago = janus_registration::clock::now_unix() - 7200;
+    let touched = std::process::Command::new("touch")
+        .args(["-h", "-d", &format!("@{two_hours_ago}")])
+        .arg(fx.state().join("approved").join(&ids[0]))
+        .status()
+        .unwrap();
+    assert!(touched.success());
+    let listed = |since: &str| {
+        let (ok, out, err) = admin(&fx.state(), &["nodes", "list", "--json", "--admitted-since", since]);
+        assert!(ok, "{err}");
+        json_lines(&out)
+    };
+    let recent = listed("1h");
+    assert_eq!(recent.len(), 1, "{recent:?}");
+    assert_eq!(recent[0]["id"], ids[1].as_str());
+    assert_eq!(recent[0]["state"], "admitted");
+    let at = recent[0]["admitted_at"].as_str().expect("admitted_at");
+    assert!(janus_registration::clock::rfc3339_millis(at).is_some(), "RFC 3339: {at}");
+    let three_hours_ago = janus_registration::clock::unix_to_rfc3339(two_hours_ago - 3600);
+    let both = listed(&three_hours_ago);
+    assert_eq!(both.len(), 2, "an RFC 3339 time: {both:?}");
+    assert_eq!(
+        both.iter().find(|n| n["id"] == ids[0].as_str()).unwrap()["admitted_at"],
+        janus_registration::clock::unix_to_rfc3339(two_hours_ago)
+    );
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "list", "--admitted-since", "yesterday"]);
+    assert!(!ok);
+    assert!(
+        err.contains(
+            "\"yesterday\" is neither a duration ago (such as 90s, 15m, 12h, 10d) nor an RFC 3339 time"
+        ),
+        "{err}"
+    );
+}
