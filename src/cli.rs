@@ -35,6 +35,7 @@ fn parse_listen(s: &str) -> Result<String, String> {
 }
 
 use crate::server::limits::LimitsConfig;
+use crate::server::on_admitted::OnAdmittedConfig;
 use crate::server::policy::{DEFAULT_QUEUE, PolicyConfig};
 use crate::server::{
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_NETWORK,
@@ -322,6 +323,14 @@ pub struct ServeArgs {
     /// for an admin (counted in metrics, logged once a minute).
     #[arg(long, env = "JANUS_REGISTRATION_ADMISSION_QUEUE", default_value_t = DEFAULT_QUEUE)]
     pub admission_queue: usize,
+    /// A program run once after each admission (a token, the admission command, an admin's approval,
+    /// on any replica): the `admitted` event with the node, as `nodes watch` prints it, on stdin.
+    /// Its failure is logged; it never undoes the admission.
+    #[arg(long, env = "JANUS_REGISTRATION_ON_ADMITTED")]
+    pub on_admitted: Option<PathBuf>,
+    /// How long the --on-admitted program may run.
+    #[arg(long, env = "JANUS_REGISTRATION_ON_ADMITTED_TIMEOUT", value_parser = parse_duration, default_value = "10s")]
+    pub on_admitted_timeout: Duration,
     /// How often the fleet and certificate files are checked for changes.
     #[arg(long, env = "JANUS_REGISTRATION_RELOAD_EVERY", value_parser = parse_duration, default_value = "5s")]
     pub reload_every: Duration,
@@ -389,6 +398,10 @@ impl ServeArgs {
                 concurrency: self.admission_concurrency,
                 queue: self.admission_queue,
             }),
+            on_admitted: self
+                .on_admitted
+                .clone()
+                .map(|command| OnAdmittedConfig { command, timeout: self.on_admitted_timeout }),
             reload_every: self.reload_every,
             maintenance_every: self.maintenance_every,
             reconcile_every: self.reconcile_every,

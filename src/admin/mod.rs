@@ -17,6 +17,7 @@ mod nodes;
 mod tokens;
 pub mod user_data;
 mod watch;
+pub use watch::with_node;
 
 pub use self::nodes::nodes;
 pub use self::tokens::tokens;

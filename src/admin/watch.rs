@@ -39,13 +39,7 @@ pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
             if !WATCHED.contains(&kind.as_str()) || at < from || !first_time(&mut seen, &event) {
                 continue;
             }
-            let record = event["id"]
-                .as_str()
-                .and_then(NodeId::parse)
-                .and_then(|id| store.read_record(&id).ok().flatten());
-            if let Some(record) = record {
-                event["node"] = serde_json::to_value(view(store, &record)).unwrap_or_default();
-            }
+            with_node(store, &mut event);
             if writeln!(out, "{}", terminal::json_text(&event)).is_err() {
                 return Ok(String::new()); // the reader went away
             }
@@ -55,6 +49,17 @@ pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
             return Ok(String::new());
         }
         std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// Adds to a decision's `event` the node it names, as `nodes list --json`
+/// shows it, while its record is there: what `nodes watch` prints and
+/// `serve --on-admitted` gives its program.
+pub fn with_node(store: &Store, event: &mut serde_json::Value) {
+    let record =
+        event["id"].as_str().and_then(NodeId::parse).and_then(|id| store.read_record(&id).ok().flatten());
+    if let Some(record) = record {
+        event["node"] = serde_json::to_value(view(store, &record)).unwrap_or_default();
     }
 }
 

@@ -10,6 +10,7 @@ pub mod accept;
 pub mod error;
 pub mod limits;
 pub mod metrics;
+pub mod on_admitted;
 pub mod policy;
 pub mod reload;
 pub mod routes;
@@ -82,6 +83,8 @@ pub struct ServeConfig {
     pub limits: limits::LimitsConfig,
     /// The admission command, if any.
     pub admission: Option<policy::PolicyConfig>,
+    /// The program run after each admission, if any.
+    pub on_admitted: Option<on_admitted::OnAdmittedConfig>,
     /// How often the fleet and certificate files are looked at for changes.
     pub reload_every: Duration,
     /// How often pending records are counted and expired ones forgotten.
@@ -129,6 +132,7 @@ impl ServeConfig {
             shutdown_grace: Duration::from_secs(10),
             limits: limits::LimitsConfig::default(),
             admission: None,
+            on_admitted: None,
             reload_every: Duration::from_secs(5),
             readmit_window: crate::store::DEFAULT_READMIT_WINDOW,
             maintenance_every: Duration::from_secs(60),
@@ -199,6 +203,8 @@ pub struct App {
     pub pending: limits::PendingCount,
     /// The admission command, if any.
     pub policy: Option<policy::Policy>,
+    /// The program run after each admission, if any.
+    pub on_admitted: Option<on_admitted::OnAdmitted>,
     /// What `/metrics` exports.
     pub metrics: metrics::Metrics,
     reconcile_every: Duration,
@@ -320,6 +326,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         "fleet and certificate loaded"
     );
     let policy = config.admission.clone().map(|p| policy::Policy::new(p, store.clone()));
+    let on_admitted = config.on_admitted.clone().map(|c| on_admitted::OnAdmitted::new(c, store.clone()));
     let app = App {
         store,
         trust: RwLock::new(Arc::new(ServedTrust::new(fleet))),
@@ -327,6 +334,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         limiter: limits::RateLimiter::new(config.limits),
         pending: limits::PendingCount::default(),
         policy,
+        on_admitted,
         metrics: metrics::Metrics::default(),
         reconcile_every: config.reconcile_every,
         body_timeout: config.body_timeout,
@@ -457,7 +465,7 @@ impl Prepared {
             policy.start();
         }
         let tidier = self.app.store.start_tidier()?;
-        let background = vec![
+        let mut background = vec![
             tokio::spawn(reload::run(
                 self.app.clone(),
                 self.cert.clone(),
@@ -467,6 +475,9 @@ impl Prepared {
             )),
             tokio::spawn(maintenance(self.app.clone(), self.config.maintenance_every)),
         ];
+        if let Some(on_admitted) = &self.app.on_admitted {
+            background.push(on_admitted.start().await);
+        }
         let handle = axum_server::Handle::new();
         let metrics_handle = axum_server::Handle::new();
         let grace = self.config.shutdown_grace;
@@ -500,6 +511,9 @@ impl Prepared {
         }
         if let Some(policy) = &app.policy {
             policy.stop();
+        }
+        if let Some(on_admitted) = &app.on_admitted {
+            on_admitted.stop();
         }
         // Stopped and flushed off the async workers: no spent token stays
         // listed. Bounded: on a hung state mount the flush never returns,

@@ -121,7 +121,7 @@ async fn decide_on(config: &PolicyConfig, store: &AsyncStore, groups: &Arc<Mutex
         fields.remove("poll_secret_sha256");
         fields.remove("token_claim");
     }
-    match run(config, groups, &input).await {
+    match run(&config.command, config.timeout, groups, &input).await {
         Ok(0) => {
             let program = config.command.display().to_string();
             match store.admit_by_policy(id.clone(), program).await {
@@ -141,7 +141,7 @@ async fn decide_on(config: &PolicyConfig, store: &AsyncStore, groups: &Arc<Mutex
 
 /// Why the admission command gave no exit code.
 #[derive(Debug, thiserror::Error)]
-enum CommandFailed {
+pub(super) enum CommandFailed {
     #[error("{}: {cause}", command.display())]
     Spawn { command: std::path::PathBuf, cause: std::io::Error },
     #[error("cannot wait for it: {0}")]
@@ -155,19 +155,20 @@ enum CommandFailed {
 /// Runs the command on `input` in a process group of its own; its exit
 /// code, or why there is none. The whole group is killed once the command
 /// is done, whatever it left running.
-async fn run(
-    config: &PolicyConfig,
+pub(super) async fn run(
+    command: &std::path::Path,
+    timeout: Duration,
     groups: &Arc<Mutex<HashSet<i32>>>,
     input: &serde_json::Value,
 ) -> Result<i32, CommandFailed> {
-    let mut child = tokio::process::Command::new(&config.command)
+    let mut child = tokio::process::Command::new(command)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .process_group(0)
         .kill_on_drop(true)
         .spawn()
-        .map_err(|cause| CommandFailed::Spawn { command: config.command.clone(), cause })?;
+        .map_err(|cause| CommandFailed::Spawn { command: command.to_path_buf(), cause })?;
     let group = child.id().and_then(|pid| i32::try_from(pid).ok());
     if let Some(group) = group {
         groups.lock().unwrap_or_else(|e| e.into_inner()).insert(group);
@@ -180,7 +181,7 @@ async fn run(
         drop(stdin);
         child.wait().await
     };
-    let outcome = tokio::time::timeout(config.timeout, run).await;
+    let outcome = tokio::time::timeout(timeout, run).await;
     if let Some(group) = group {
         kill_group(group);
         groups.lock().unwrap_or_else(|e| e.into_inner()).remove(&group);
@@ -189,7 +190,7 @@ async fn run(
         Err(_) => {
             // Reaped before the slot is given back: never more alive than slots.
             let _ = child.wait().await;
-            Err(CommandFailed::TimedOut(config.timeout))
+            Err(CommandFailed::TimedOut(timeout))
         }
         Ok(Err(e)) => Err(CommandFailed::Wait(e)),
         Ok(Ok(status)) => status.code().ok_or(CommandFailed::Killed),
@@ -197,7 +198,7 @@ async fn run(
 }
 
 /// SIGKILL to every process of group `group` (gone already: nothing to do).
-fn kill_group(group: i32) {
+pub(super) fn kill_group(group: i32) {
     if let Some(pid) = rustix::process::Pid::from_raw(group) {
         let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
     }

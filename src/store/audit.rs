@@ -84,6 +84,24 @@ impl Audit {
         Ok(sources)
     }
 
+    /// Offsets at the end of every file of the trail now: [`Audit::follow`]
+    /// from them reads only what is appended after (a writer's file made
+    /// later is read from its start).
+    pub fn end_offsets(&self) -> io::Result<std::collections::HashMap<PathBuf, (u64, u64)>> {
+        use std::os::unix::fs::MetadataExt;
+        let mut ends = std::collections::HashMap::new();
+        for source in self.sources()? {
+            match std::fs::metadata(&source) {
+                Ok(meta) => {
+                    ends.insert(source, (meta.ino(), meta.len()));
+                }
+                Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                Err(e) => return Err(with_path(e, &source)),
+            }
+        }
+        Ok(ends)
+    }
+
     /// The events appended since the last call (all of them at the first),
     /// in time order: `audit --follow` reads only what each file gained,
     /// from where it stopped, and remembers offsets, not lines. A file

@@ -90,7 +90,7 @@ impl AsyncStore {
     }
 
     /// Runs `work` on the blocking pool; a panic in it is an error of this call only.
-    async fn on_pool<T: Send + 'static>(
+    pub(crate) async fn on_pool<T: Send + 'static>(
         &self,
         work: impl FnOnce(&Store) -> super::StoreResult<T> + Send + 'static,
     ) -> Result<T, StoreError> {

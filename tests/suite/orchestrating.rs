@@ -408,3 +408,109 @@ async fn nodes_list_admitted_since_shows_the_nodes_admitted_after_a_time_with_wh
         "{err}"
     );
 }
+
+/// An `--on-admitted` program that keeps what it is given in `out`, one
+/// file per run (named by its pid), then runs `then`.
+fn keeping_program(fx: &Fixture, out: &std::path::Path, then: &str) -> std::path::PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::create_dir_all(out).unwrap();
+    let program = fx.dir.path().join("on-admitted.sh");
+    let script = format!(
+        "#!/bin/sh\ncat > '{dir}/.run.'$$\nmv '{dir}/.run.'$$ '{dir}/run.'$$\necho $$ > '{dir}/.pid'\nmv '{dir}/.pid' '{dir}/pid'\n{then}\n",
+        dir = out.display()
+    );
+    std::fs::write(&program, script).unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    program
+}
+
+/// What each run of a [`keeping_program`] was given.
+fn runs(out: &std::path::Path) -> Vec<serde_json::Value> {
+    let mut files: Vec<_> = std::fs::read_dir(out)
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().starts_with("run."))
+        .collect();
+    files.sort();
+    files.iter().map(|f| serde_json::from_slice(&std::fs::read(f).unwrap()).unwrap()).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_admitted_runs_once_per_admission_on_one_replica_with_the_node() {
+    use janus_registration::server::on_admitted::OnAdmittedConfig;
+    let fx = laid_out();
+    let out = fx.dir.path().join("runs");
+    let mut config = fx.config();
+    config.on_admitted = Some(OnAdmittedConfig {
+        command: keeping_program(&fx, &out, "exit 0"),
+        timeout: std::time::Duration::from_secs(10),
+    });
+    // Two replicas on one state directory.
+    let (a, b) = (InProcess::start(config.clone()).await, InProcess::start(config).await);
+    let (to_a, to_b) = (node_client(&fx, a.addr), node_client(&fx, b.addr));
+    let token = add_token(&fx.state(), &["--label", "vm=web-9"]);
+    let ca = certs::mint_node_ca("web-9").unwrap();
+    let (by_token, _, status) = announce(&to_a, "web-9", &ca, &token).await;
+    assert_eq!(status, 201);
+    let (pending, _, status) = announce(&to_b, "web-10", &certs::mint_node_ca("web-10").unwrap(), "").await;
+    assert_eq!(status, 201);
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "approve", &pending, "--unchecked"]);
+    assert!(ok, "{err}");
+    let third = add_token(&fx.state(), &[]);
+    let (last, _, status) = announce(&to_b, "web-11", &certs::mint_node_ca("web-11").unwrap(), &third).await;
+    assert_eq!(status, 201);
+    assert!(
+        wait_for(std::time::Duration::from_secs(20), || runs(&out).len() >= 3),
+        "a token's admission, an admin's approval and another token's: {:?}",
+        runs(&out)
+    );
+    let given = runs(&out);
+    let mut ids: Vec<&str> = given.iter().map(|r| r["id"].as_str().unwrap()).collect();
+    ids.sort();
+    let mut expected = vec![by_token.as_str(), pending.as_str(), last.as_str()];
+    expected.sort();
+    assert_eq!(ids, expected, "each admission once, on one of the two replicas");
+    let web_9 = given.iter().find(|r| r["id"] == by_token.as_str()).unwrap();
+    assert_eq!(web_9["event"], "admitted");
+    assert_eq!(web_9["by"], "token");
+    assert_eq!(web_9["node"]["name"], "web-9");
+    assert_eq!(web_9["node"]["token_labels"]["vm"], "web-9");
+    assert_eq!(web_9["node"]["ca_cert_pem"], ca.cert_pem.as_str());
+    assert!(web_9["node"].get("poll_secret_sha256").is_none(), "no secret's hash: {web_9}");
+    let approved = given.iter().find(|r| r["id"] == pending.as_str()).unwrap();
+    assert_eq!(approved["by"], "command", "{approved}");
+    a.stop().await;
+    b.stop().await;
+    assert_eq!(runs(&out).len(), 3, "no replica ran one twice");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hanging_on_admitted_program_is_killed_and_the_node_stays_admitted() {
+    use janus_registration::server::on_admitted::OnAdmittedConfig;
+    let fx = laid_out();
+    let out = fx.dir.path().join("runs");
+    let mut config = fx.config();
+    config.on_admitted = Some(OnAdmittedConfig {
+        command: keeping_program(&fx, &out, "sleep 30; exit 1"),
+        timeout: std::time::Duration::from_millis(300),
+    });
+    let server = InProcess::start(config).await;
+    let client = node_client(&fx, server.addr);
+    let token = add_token(&fx.state(), &[]);
+    let (id, secret, status) =
+        announce(&client, "web-12", &certs::mint_node_ca("web-12").unwrap(), &token).await;
+    assert_eq!(status, 201);
+    let pid_file = out.join("pid");
+    assert!(wait_for(std::time::Duration::from_secs(20), || pid_file.exists()), "it ran");
+    let pid = std::fs::read_to_string(&pid_file).unwrap().trim().to_string();
+    let dead = || match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit(')').next().is_some_and(|rest| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    };
+    assert!(wait_for(std::time::Duration::from_secs(10), dead), "killed at its timeout");
+    assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 200, "still admitted");
+    let (ok, listed, _) = admin(&fx.state(), &["nodes", "list", "--admitted", "--json"]);
+    assert!(ok && json_lines(&listed).len() == 1, "{listed}");
+    server.stop().await;
+}
