@@ -349,6 +349,13 @@ pub struct ServeArgs {
     /// answered `admitted` with its first id (its answer was lost); after it, the token is spent.
     #[arg(long, env = "JANUS_REGISTRATION_READMIT_WINDOW", value_parser = parse_duration, default_value = "10m")]
     pub readmit_window: Duration,
+    /// Serve the admin API (HTTPS, client certificates from --admin-ca only) here, e.g. 0.0.0.0:9443;
+    /// off when absent. See docs/orchestrating.md.
+    #[arg(long, env = "JANUS_REGISTRATION_ADMIN_LISTEN", requires = "admin_ca")]
+    pub admin_listen: Option<std::net::SocketAddr>,
+    /// The admin CA's certificate (`certs admin-ca`): the admin API admits the credentials it signed.
+    #[arg(long, env = "JANUS_REGISTRATION_ADMIN_CA", requires = "admin_listen")]
+    pub admin_ca: Option<PathBuf>,
     /// Serve Prometheus metrics over plain HTTP here (e.g. 127.0.0.1:9090); off when absent.
     #[arg(long, env = "JANUS_REGISTRATION_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -406,6 +413,10 @@ impl ServeArgs {
             maintenance_every: self.maintenance_every,
             reconcile_every: self.reconcile_every,
             metrics_listen: self.metrics_listen,
+            admin_api: self
+                .admin_listen
+                .zip(self.admin_ca.clone())
+                .map(|(listen, ca)| crate::admin_api::AdminApiConfig { listen, ca }),
             keep_alive: self.keep_alive,
             readmit_window: self.readmit_window,
             ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())

@@ -62,6 +62,7 @@ pub mod server;
 
 // Commands.
 pub mod admin;
+pub mod admin_api;
 pub mod certs;
 pub mod cli;
 pub mod demo;

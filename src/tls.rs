@@ -103,6 +103,41 @@ pub fn server_config(cert: Arc<CurrentCert>) -> Result<ServerConfig, rustls::Err
     Ok(config)
 }
 
+/// The admin listener's configuration: the endpoint's certificate, and a
+/// client certificate required, chained to `admin_roots` (the admin CA,
+/// never the fleet's trust) and valid now; HTTP/1.1, no tickets.
+pub fn admin_server_config(
+    cert: Arc<CurrentCert>,
+    admin_roots: RootCertStore,
+) -> Result<ServerConfig, rustls::Error> {
+    let verifier =
+        rustls::server::WebPkiClientVerifier::builder_with_provider(admin_roots.into(), provider())
+            .build()
+            .map_err(|e| rustls::Error::General(e.to_string()))?;
+    let mut config = ServerConfig::builder_with_provider(provider())
+        .with_protocol_versions(VERSIONS)?
+        .with_client_cert_verifier(verifier)
+        .with_cert_resolver(cert);
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    config.send_tls13_tickets = 0;
+    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
+    Ok(config)
+}
+
+/// An admin API client: trusting `roots`, presenting `chain` with `key`.
+pub fn admin_client_config(
+    roots: RootCertStore,
+    chain: Vec<CertificateDer<'static>>,
+    key: rustls::pki_types::PrivateKeyDer<'static>,
+) -> Result<ClientConfig, rustls::Error> {
+    let mut config = ClientConfig::builder_with_provider(provider())
+        .with_protocol_versions(VERSIONS)?
+        .with_root_certificates(roots)
+        .with_client_auth_cert(chain, key)?;
+    config.resumption = rustls::client::Resumption::disabled();
+    Ok(config)
+}
+
 /// A client trusting `roots` only, every request a full handshake (as janusd's).
 pub fn client_config(roots: RootCertStore) -> Result<ClientConfig, rustls::Error> {
     let mut config = ClientConfig::builder_with_provider(provider())

@@ -17,9 +17,9 @@ mod nodes;
 mod tokens;
 pub mod user_data;
 mod watch;
-pub use watch::with_node;
+pub use watch::{follow_decisions, with_node};
 
-pub use self::nodes::nodes;
+pub use self::nodes::{node_views, nodes};
 pub use self::tokens::tokens;
 
 use crate::clock::now_unix;

@@ -92,12 +92,10 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
     }
 }
 
-/// `nodes list` with a filter: the matching records, grouped by CA.
-fn list(store: &Store, args: &ListArgs) -> Result<String> {
+/// The records a filtered `nodes list` shows, grouped by CA, and the
+/// records it could not read.
+fn filtered(store: &Store, args: &ListArgs) -> Result<(Vec<NodeView>, Vec<String>)> {
     let admitted = args.admitted || args.admitted_since.is_some();
-    if !(args.pending || admitted || args.rejected) {
-        return list_all_streaming(store, args.json, &args.labels);
-    }
     // Only the records the filter can show are read: the unsettled ones
     // (no approval, no rejection: names listed, not files opened) for
     // --pending, the rejected ones for --rejected.
@@ -139,10 +137,44 @@ fn list(store: &Store, args: &ListArgs) -> Result<String> {
     views.retain(|v| wanted(v.state) && v.has_labels(&args.labels) && recent(v));
     // Re-announcements of one node share its CA: keep them together, oldest first.
     views.sort_by(|a, b| (&a.ca_sha256, &a.announced_at, &a.id).cmp(&(&b.ca_sha256, &b.announced_at, &b.id)));
-    let mut out = String::new();
+    Ok((views, problems))
+}
+
+/// The nodes `args` asks for, as `nodes list --json` shows them: filtered
+/// ones grouped by CA, oldest first; all of them in directory order. For
+/// the admin API, which answers with them at once.
+pub fn node_views(state: &Path, args: &ListArgs) -> Result<Vec<NodeView>> {
+    let store = super::open_to_read(state)?;
+    if !(args.pending || args.admitted || args.rejected || args.admitted_since.is_some()) {
+        let mut views = Vec::new();
+        let problems = store.scan(|_, record: NodeRecord| {
+            let v = view(&store, &record);
+            if v.has_labels(&args.labels) {
+                views.push(v);
+            }
+        })?;
+        say_skipped(problems);
+        return Ok(views);
+    }
+    let (views, problems) = filtered(&store, args)?;
+    say_skipped(problems);
+    Ok(views)
+}
+
+fn say_skipped(problems: Vec<String>) {
     for problem in problems {
         eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
     }
+}
+
+/// `nodes list` with a filter: the matching records, grouped by CA.
+fn list(store: &Store, args: &ListArgs) -> Result<String> {
+    if !(args.pending || args.admitted || args.rejected || args.admitted_since.is_some()) {
+        return list_all_streaming(store, args.json, &args.labels);
+    }
+    let (views, problems) = filtered(store, args)?;
+    let mut out = String::new();
+    say_skipped(problems);
     if args.json {
         for v in &views {
             let _ = writeln!(out, "{}", terminal::json_text(v));
@@ -185,9 +217,7 @@ fn list_all_streaming(store: &Store, json: bool, labels: &[(String, String)]) ->
         }
     })?;
     let _ = out.flush();
-    for problem in problems {
-        eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
-    }
+    say_skipped(problems);
     Ok(if json { String::new() } else { format!("{count} node(s)") })
 }
 

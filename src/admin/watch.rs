@@ -22,24 +22,46 @@ const WATCHED: [&str; 4] = ["admitted", "readmitted", "rejected", "forgotten"];
 /// How many recent events are remembered to drop repeats.
 const REMEMBERED: usize = 10_000;
 
-/// Follows (or, with `--once`, prints) the decisions; returns once the
-/// reader went away or, with `--once`, at the end of the trail.
-pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
-    // Without --since, only what happens from now on.
-    let from =
-        args.since.map_or(now_unix() as i128 * 1000, |d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
-    let mut read_up_to = std::collections::HashMap::new();
-    let mut seen: (HashSet<String>, VecDeque<String>) = Default::default();
-    loop {
-        let events = store.audit_trail().follow(&mut read_up_to)?;
-        let mut out = std::io::stdout().lock();
-        for mut event in events {
+/// What a follower of the trail keeps between looks: offsets per file,
+/// the earliest time it reports, and the recent events (repeats dropped).
+struct Follower {
+    read_up_to: std::collections::HashMap<std::path::PathBuf, (u64, u64)>,
+    from: i128,
+    seen: (HashSet<String>, VecDeque<String>),
+}
+
+impl Follower {
+    /// From `since` ago; without it, only what happens from now on.
+    fn new(since: Option<std::time::Duration>) -> Self {
+        let from =
+            since.map_or(now_unix() as i128 * 1000, |d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
+        Follower { read_up_to: Default::default(), from, seen: Default::default() }
+    }
+
+    /// The decisions appended since the last look, each with its node.
+    fn next(&mut self, store: &Store) -> Result<Vec<serde_json::Value>> {
+        let mut decisions = Vec::new();
+        for mut event in store.audit_trail().follow(&mut self.read_up_to)? {
             let kind = event["event"].as_str().unwrap_or_default().to_string();
             let at = event["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0);
-            if !WATCHED.contains(&kind.as_str()) || at < from || !first_time(&mut seen, &event) {
+            if !WATCHED.contains(&kind.as_str()) || at < self.from || !first_time(&mut self.seen, &event) {
                 continue;
             }
             with_node(store, &mut event);
+            decisions.push(event);
+        }
+        Ok(decisions)
+    }
+}
+
+/// Follows (or, with `--once`, prints) the decisions; returns once the
+/// reader went away or, with `--once`, at the end of the trail.
+pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
+    let mut follower = Follower::new(args.since);
+    loop {
+        let decisions = follower.next(store)?;
+        let mut out = std::io::stdout().lock();
+        for event in decisions {
             if writeln!(out, "{}", terminal::json_text(&event)).is_err() {
                 return Ok(String::new()); // the reader went away
             }
@@ -49,6 +71,42 @@ pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
             return Ok(String::new());
         }
         std::thread::sleep(std::time::Duration::from_secs(1));
+    }
+}
+
+/// The admin API's event stream: the decisions `nodes watch` prints, sent
+/// to `sender` until its receiver goes away; a trail that cannot be read
+/// is said once as an `error` object and ends the stream.
+pub async fn follow_decisions(
+    mut state: std::path::PathBuf,
+    since: Option<std::time::Duration>,
+    sender: tokio::sync::mpsc::Sender<serde_json::Value>,
+) {
+    let mut follower = Follower::new(since);
+    loop {
+        let looked = tokio::task::spawn_blocking(move || {
+            let decisions = super::open_to_read(&state).and_then(|store| follower.next(&store));
+            (state, follower, decisions)
+        })
+        .await;
+        let Ok((back, again, decisions)) = looked else { return };
+        (state, follower) = (back, again);
+        let decisions = match decisions {
+            Ok(decisions) => decisions,
+            Err(e) => {
+                let _ = sender.send(serde_json::json!({ "event": "error", "error": e.to_string() })).await;
+                return;
+            }
+        };
+        for decision in decisions {
+            if sender.send(decision).await.is_err() {
+                return;
+            }
+        }
+        if sender.is_closed() {
+            return;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
     }
 }
 

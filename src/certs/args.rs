@@ -24,6 +24,40 @@ pub enum CertsCommand {
     /// A node CA with the real node's profile, and its console line.
     #[command(after_help = "Example:\n  janus-registration certs node-ca --name edge-2 --out edge-2-ca")]
     NodeCa(NodeCaArgs),
+    /// The admin CA the admin API trusts (`serve --admin-ca DIR/admin-ca.crt`): not the fleet's.
+    #[command(after_help = "Example:\n  janus-registration certs admin-ca --out admin-ca/")]
+    AdminCa(AdminCaArgs),
+    /// An orchestrator's admin API credential, signed by the admin CA, saying what it may do.
+    #[command(
+        after_help = "Example:\n  janus-registration certs admin --ca admin-ca/ --name orchestrator --scope tokens --scope read --out orchestrator"
+    )]
+    Admin(AdminArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AdminCaArgs {
+    /// Directory to write admin-ca.crt and admin-ca.key (0600) into.
+    #[arg(long)]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct AdminArgs {
+    /// The admin CA's directory (admin-ca.crt, admin-ca.key).
+    #[arg(long)]
+    pub ca: PathBuf,
+    /// The credential's name: the audit trail names every change made with it so.
+    #[arg(long)]
+    pub name: String,
+    /// What it may do (repeatable): tokens (make, revoke), read (nodes, events), approve, reject.
+    #[arg(long = "scope", value_enum, required = true)]
+    pub scopes: Vec<crate::admin_api::Scope>,
+    /// Writes PREFIX.crt and PREFIX.key (0600).
+    #[arg(long)]
+    pub out: PathBuf,
+    /// Validity in days.
+    #[arg(long, default_value_t = 90)]
+    pub days: i64,
 }
 
 #[derive(Debug, Args)]

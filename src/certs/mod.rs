@@ -13,7 +13,8 @@ use std::path::Path;
 use crate::durable::write_atomic;
 use crate::pki;
 pub use crate::pki::mint::{
-    FleetMaterial, MintError, Minted, console_line, mint_controller, mint_fleet, mint_node_ca, sign_bundle,
+    FleetMaterial, MintError, Minted, console_line, mint_admin, mint_admin_ca, mint_controller, mint_fleet,
+    mint_node_ca, sign_bundle,
 };
 pub use crate::pki::pair::{with_suffix, write_pair};
 
@@ -45,7 +46,7 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
 }
 
 pub mod args;
-pub use args::{CertsCommand, ControllerArgs, FleetArgs, NodeCaArgs};
+pub use args::{AdminArgs, AdminCaArgs, CertsCommand, ControllerArgs, FleetArgs, NodeCaArgs};
 
 /// Runs a `certs` subcommand; the returned text is what it did, for stdout.
 pub fn run(command: &CertsCommand) -> Result<String, MintError> {
@@ -99,12 +100,60 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
             })?;
             Ok(format!("wrote {} and {} (controller.fleet.janus, {days} days)", crt.display(), key.display()))
         }
+        CertsCommand::AdminCa(AdminCaArgs { out }) => {
+            let minted = mint_admin_ca("janus-registration admin CA")?;
+            crate::durable::ensure_private_dir(out)?;
+            let (crt, key) = write_pair(&out.join("admin-ca"), &minted, false)?;
+            Ok(format!(
+                "wrote {} and {}: serve --admin-ca {} trusts the credentials `certs admin --ca {}` mints; \
+                 keep admin-ca.key where the credentials are made, not on the endpoint",
+                crt.display(),
+                key.display(),
+                crt.display(),
+                out.display()
+            ))
+        }
+        CertsCommand::Admin(args) => mint_admin_credential(args),
         CertsCommand::NodeCa(NodeCaArgs { name, out }) => {
             let minted = mint_node_ca(name)?;
             let (crt, key) = write_pair(out, &minted, false)?;
             Ok(format!("wrote {} and {}\n{}", crt.display(), key.display(), console_line(&minted.cert_pem)?))
         }
     }
+}
+
+/// `certs admin`: a credential named `name` with its scopes, refused
+/// unless the audit trail can carry the name.
+fn mint_admin_credential(args: &AdminArgs) -> Result<String, MintError> {
+    if !crate::store::audit::is_admin_name(&args.name) {
+        return Err(MintError::Invalid(format!(
+            "--name {:?}: an admin's name is 1 to 64 letters, digits, '.', '_', '-' or '@' (the audit trail names it)",
+            crate::terminal::escape(&args.name)
+        )));
+    }
+    if !(1..=3650).contains(&args.days) {
+        return Err(MintError::Invalid("--days must be 1 to 3650".into()));
+    }
+    let ca = read_minted(&args.ca.join("admin-ca.crt"), &args.ca.join("admin-ca.key"))?;
+    let uris: Vec<String> = args.scopes.iter().map(|s| s.uri()).collect();
+    let now = crate::clock::now_utc();
+    let minted = mint_admin(
+        &ca,
+        &args.name,
+        &uris,
+        now - time::Duration::minutes(5),
+        now + time::Duration::days(args.days),
+    )?;
+    let (crt, key) = write_pair(&args.out, &minted, false)?;
+    let scopes: Vec<&str> = args.scopes.iter().map(|s| s.name()).collect();
+    Ok(format!(
+        "wrote {} and {}: {:?} may {} for {} days",
+        crt.display(),
+        key.display(),
+        args.name,
+        scopes.join(", "),
+        args.days
+    ))
 }
 
 fn resign_bundle(dir: &Path, version: u64) -> Result<String, MintError> {

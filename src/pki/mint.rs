@@ -177,6 +177,44 @@ pub fn mint_controller(issuing: &Minted, days: i64, extra_sans: &[String]) -> Re
     })
 }
 
+/// An admin CA for `serve --admin-listen`: self-signed P-256, CA:TRUE,
+/// pathlen 0, 10 years. It signs orchestrators' credentials only: it is
+/// not the fleet's root, and nodes never trust it.
+pub fn mint_admin_ca(name: &str) -> Result<Minted, MintError> {
+    let key = new_key()?;
+    let mut ca = params(name, vec![], 10 * 365, Duration::minutes(5))?;
+    ca.is_ca = IsCa::Ca(BasicConstraints::Constrained(0));
+    ca.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign];
+    let cert = ca.self_signed(&key)?;
+    Ok(Minted { cert_pem: cert.pem(), key_pem: key.serialize_pem().into() })
+}
+
+/// An admin's client certificate, signed by `admin_ca`: CN `name`,
+/// clientAuth, what it may do as URI SANs (`scope_uris`), valid from
+/// `not_before` to `not_after`.
+pub fn mint_admin(
+    admin_ca: &Minted,
+    name: &str,
+    scope_uris: &[String],
+    not_before: time::OffsetDateTime,
+    not_after: time::OffsetDateTime,
+) -> Result<Minted, MintError> {
+    let ca_key = KeyPair::from_pem(admin_ca.key_pem.expose_secret())?;
+    let issuer = Issuer::from_ca_cert_pem(&admin_ca.cert_pem, &ca_key)?;
+    let key = new_key()?;
+    let mut leaf = params(name, vec![], 1, Duration::ZERO)?;
+    (leaf.not_before, leaf.not_after) = (not_before, not_after);
+    for uri in scope_uris {
+        leaf.subject_alt_names.push(rcgen::SanType::URI(uri.as_str().try_into()?));
+    }
+    leaf.is_ca = IsCa::ExplicitNoCa;
+    leaf.key_usages = vec![KeyUsagePurpose::DigitalSignature];
+    leaf.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+    leaf.use_authority_key_identifier_extension = true;
+    let cert = leaf.signed_by(&key, &issuer)?;
+    Ok(Minted { cert_pem: cert.pem(), key_pem: key.serialize_pem().into() })
+}
+
 /// A node's CA with the real node's profile: self-signed P-256,
 /// `CN=Janus node CA: HOST`, CA:TRUE, 10 years, backdated an hour.
 pub fn mint_node_ca(hostname: &str) -> Result<Minted, MintError> {

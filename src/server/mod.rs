@@ -94,6 +94,8 @@ pub struct ServeConfig {
     pub reconcile_every: Duration,
     /// Where to serve Prometheus metrics over plain HTTP; off when `None`.
     pub metrics_listen: Option<SocketAddr>,
+    /// The admin API's listener and CA; off when `None`.
+    pub admin_api: Option<crate::admin_api::AdminApiConfig>,
     /// Time a client gets for its TLS handshake.
     pub handshake_timeout: Duration,
     /// Time a client gets for its request head (metrics listener too).
@@ -138,6 +140,7 @@ impl ServeConfig {
             maintenance_every: Duration::from_secs(60),
             reconcile_every: Duration::from_secs(300),
             metrics_listen: None,
+            admin_api: None,
             keep_alive: false,
         }
     }
@@ -205,6 +208,8 @@ pub struct App {
     pub policy: Option<policy::Policy>,
     /// The program run after each admission, if any.
     pub on_admitted: Option<on_admitted::OnAdmitted>,
+    /// Where the admin API listens, once bound.
+    pub admin_addr: std::sync::OnceLock<SocketAddr>,
     /// What `/metrics` exports.
     pub metrics: metrics::Metrics,
     reconcile_every: Duration,
@@ -335,6 +340,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         pending: limits::PendingCount::default(),
         policy,
         on_admitted,
+        admin_addr: Default::default(),
         metrics: metrics::Metrics::default(),
         reconcile_every: config.reconcile_every,
         body_timeout: config.body_timeout,
@@ -439,6 +445,29 @@ impl Prepared {
         Ok(Some(tokio::spawn(server.serve(metrics.into_make_service()))))
     }
 
+    /// The admin API's own door, when `--admin-listen` asks for it: its
+    /// address is kept in [`App::admin_addr`] once bound.
+    fn spawn_admin_api(
+        &self,
+        handle: axum_server::Handle<SocketAddr>,
+    ) -> std::io::Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>> {
+        let Some(admin) = &self.config.admin_api else { return Ok(None) };
+        let roots =
+            crate::admin_api::admin_roots(&admin.ca, &self.config.fleet).map_err(std::io::Error::other)?;
+        let listener = bind(&admin.listen.to_string())?;
+        let _ = self.app.admin_addr.set(listener.local_addr()?);
+        let timeouts = (self.config.handshake_timeout, self.config.head_timeout);
+        crate::admin_api::spawn(
+            listener,
+            roots,
+            self.cert.clone(),
+            self.config.state.clone(),
+            handle,
+            timeouts,
+        )
+        .map(Some)
+    }
+
     /// The application state, for tests.
     pub fn app(&self) -> Arc<App> {
         self.app.clone()
@@ -481,15 +510,19 @@ impl Prepared {
         let handle = axum_server::Handle::new();
         let metrics_handle = axum_server::Handle::new();
         let grace = self.config.shutdown_grace;
-        let (on_signal, metrics_on_signal) = (handle.clone(), metrics_handle.clone());
+        let admin_handle = axum_server::Handle::new();
+        let (on_signal, metrics_on_signal, admin_on_signal) =
+            (handle.clone(), metrics_handle.clone(), admin_handle.clone());
         tokio::spawn(async move {
             shutdown.await;
             tracing::info!(grace_secs = grace.as_secs(), "shutting down: no new connections");
             on_signal.graceful_shutdown(Some(grace));
             metrics_on_signal.graceful_shutdown(Some(grace));
+            admin_on_signal.graceful_shutdown(Some(grace));
         });
         let head_timeout = self.config.head_timeout;
         let metrics_server = self.spawn_metrics(metrics_handle.clone())?;
+        let admin_server = self.spawn_admin_api(admin_handle)?;
         let failures = self.app.clone();
         let mut server = axum_server::from_tcp(listener)?
             .acceptor(acceptor)
@@ -524,6 +557,13 @@ impl Prepared {
                 secs = TIDIER_FLUSH.as_secs(),
                 "the tokens tidier did not finish its flush: spent tokens may stay listed (the ledger has them)"
             );
+        }
+        if let Some(admin) = admin_server {
+            match admin.await {
+                Ok(Err(e)) => tracing::error!(cause = %e, "the admin API listener failed"),
+                Err(e) => tracing::error!(cause = %e, "the admin API listener panicked"),
+                Ok(Ok(())) => {}
+            }
         }
         if let Some(metrics) = metrics_server {
             match metrics.await {

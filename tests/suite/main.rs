@@ -11,6 +11,7 @@
 
 mod common;
 
+mod admin_api;
 mod adversary;
 mod agent;
 mod agent_cli;

@@ -114,6 +114,7 @@ impl Fixture {
 /// A server running in this test's runtime.
 pub struct InProcess {
     pub addr: SocketAddr,
+    pub app: std::sync::Arc<server::App>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
 }
@@ -128,12 +129,13 @@ impl InProcess {
         let listener = server::bind(&addr.to_string()).unwrap();
         // As `serve` does once bound (here before the tests look at it).
         prepared.app().store.lay_out().await.unwrap();
+        let app = prepared.app();
         let addr = listener.local_addr().unwrap();
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(prepared.serve(listener, async move {
             let _ = stopped.await;
         }));
-        InProcess { addr, stop: Some(stop), task: Some(task) }
+        InProcess { addr, app, stop: Some(stop), task: Some(task) }
     }
 
     pub async fn stop(mut self) {

@@ -1,0 +1,168 @@
+//! The admin API (`serve --admin-listen`): what the `nodes` and `tokens`
+//! commands offer, over HTTPS, for orchestrators that cannot `exec` into
+//! the endpoint's container (Kubernetes without `pods/exec`).
+//!
+//! Invariants: off unless asked for, on a listener of its own (never the
+//! nodes' port); every connection presents a client certificate chained
+//! to the admin CA (`--admin-ca`, refused at startup when it is the
+//! fleet's root or issuing CA: a certificate the fleet signed gives no
+//! admin power), checked by the handshake; each request is allowed only
+//! what the credential's scopes say ([`credential`]); every change goes
+//! through the admin commands' own code on the state directory (the files
+//! stay the source of truth, a server on any replica sees it), audited
+//! with the credential's name. Bounded: 64 connections, 16 KiB bodies,
+//! 8 event streams at once.
+
+use std::future::Future;
+use std::io;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum_server::accept::Accept;
+use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use tokio::net::TcpStream;
+
+use crate::server::accept::{Capped, Caps, ConnectionCap};
+use crate::tls::CurrentCert;
+
+pub mod client;
+pub mod credential;
+mod routes;
+
+pub use credential::{Caller, Scope};
+
+/// Connections the admin listener holds at once.
+const MAX_CONNECTIONS: usize = 64;
+
+/// Where the admin API listens and whom it trusts.
+#[derive(Debug, Clone)]
+pub struct AdminApiConfig {
+    /// The address to listen on.
+    pub listen: SocketAddr,
+    /// The admin CA's certificate (PEM): credentials must chain to it.
+    pub ca: PathBuf,
+}
+
+/// Why the admin API cannot start.
+#[derive(Debug, thiserror::Error)]
+#[error("refusing to serve the admin API: {0}")]
+pub struct AdminApiRefused(String);
+
+/// The admin CA's certificates, refused when empty or when the fleet
+/// (`fleet/root.crt`, `fleet/issuing.crt`) is among them.
+pub fn admin_roots(ca: &Path, fleet: &Path) -> Result<rustls::RootCertStore, AdminApiRefused> {
+    let refuse = |why: String| AdminApiRefused(format!("--admin-ca {}: {why}", ca.display()));
+    let pem = std::fs::read(ca).map_err(|e| refuse(e.to_string()))?;
+    let certs = crate::pki::all_certificates(&pem, "--admin-ca").map_err(|e| refuse(e.to_string()))?;
+    if certs.is_empty() {
+        return Err(refuse("holds no certificate".into()));
+    }
+    for fleet_ca in ["root.crt", "issuing.crt"] {
+        let Ok(fleet_pem) = std::fs::read(fleet.join(fleet_ca)) else { continue };
+        let fleet_certs = crate::pki::all_certificates(&fleet_pem, fleet_ca).unwrap_or_default();
+        if certs.iter().any(|c| fleet_certs.contains(c)) {
+            return Err(refuse(format!(
+                "it is the fleet's {fleet_ca}: admin credentials need a CA of their own (certs admin-ca)"
+            )));
+        }
+    }
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs {
+        roots.add(cert.to_vec().into()).map_err(|e| refuse(format!("a CA rustls cannot use: {e}")))?;
+    }
+    Ok(roots)
+}
+
+/// Serves the admin API on `listener` until `handle` shuts it down.
+pub fn spawn(
+    listener: std::net::TcpListener,
+    roots: rustls::RootCertStore,
+    cert: Arc<CurrentCert>,
+    state: PathBuf,
+    handle: axum_server::Handle<SocketAddr>,
+    timeouts: (Duration, Duration),
+) -> io::Result<tokio::task::JoinHandle<io::Result<()>>> {
+    let (handshake, head) = timeouts;
+    listener.set_nonblocking(true)?;
+    tracing::info!(admin_listen = %listener.local_addr()?, "serving the admin API");
+    let config = crate::tls::admin_server_config(cert, roots).map_err(io::Error::other)?;
+    let tls = RustlsAcceptor::new(RustlsConfig::from_config(Arc::new(config)))
+        .handshake_timeout(handshake)
+        .acceptor(ConnectionCap::new(Caps {
+            max: MAX_CONNECTIONS,
+            per_source: 0,
+            per_network: 0,
+            evict: false,
+        }));
+    let mut server = axum_server::from_tcp(listener)?
+        .acceptor(Authenticating { tls })
+        .handle(handle)
+        .http1_only()
+        .first_request_timeout(head);
+    server.http_builder().http1().keep_alive(true).header_read_timeout(Some(head));
+    Ok(tokio::spawn(server.serve(routes::router(state).into_make_service())))
+}
+
+/// The TLS handshake, then the credential it verified, given to every
+/// request of the connection.
+#[derive(Clone)]
+struct Authenticating {
+    tls: RustlsAcceptor<ConnectionCap>,
+}
+
+impl<S> Accept<TcpStream, S> for Authenticating
+where
+    S: Send + 'static,
+    RustlsAcceptor<ConnectionCap>:
+        Accept<TcpStream, S, Stream = tokio_rustls::server::TlsStream<Capped<TcpStream>>>,
+    <RustlsAcceptor<ConnectionCap> as Accept<TcpStream, S>>::Future: Send + 'static,
+    <RustlsAcceptor<ConnectionCap> as Accept<TcpStream, S>>::Service: Send + 'static,
+{
+    type Stream = tokio_rustls::server::TlsStream<Capped<TcpStream>>;
+    type Service = WithCaller<<RustlsAcceptor<ConnectionCap> as Accept<TcpStream, S>>::Service>;
+    type Future = Pin<Box<dyn Future<Output = io::Result<(Self::Stream, Self::Service)>> + Send>>;
+
+    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+        let handshake = self.tls.accept(stream, service);
+        Box::pin(async move {
+            let (stream, service) = handshake.await?;
+            let caller = match stream.get_ref().1.peer_certificates().and_then(|chain| chain.first()) {
+                Some(leaf) => Caller::from_der(leaf),
+                None => Err("no client certificate".into()),
+            };
+            Ok((stream, WithCaller { inner: service, caller: Arc::new(caller) }))
+        })
+    }
+}
+
+/// Who called, or why their certificate gives no power: in each request's extensions.
+pub type Authenticated = Arc<Result<Caller, String>>;
+
+/// A connection's service that hands each request its [`Authenticated`].
+#[derive(Clone)]
+pub struct WithCaller<S> {
+    inner: S,
+    caller: Authenticated,
+}
+
+impl<S, B> tower_service::Service<axum::http::Request<B>> for WithCaller<S>
+where
+    S: tower_service::Service<axum::http::Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: axum::http::Request<B>) -> S::Future {
+        request.extensions_mut().insert(self.caller.clone());
+        self.inner.call(request)
+    }
+}
