@@ -200,6 +200,8 @@ pub struct NodesArgs {
     /// The admin this command acts for, as the audit trail names them (default: the user running it).
     #[arg(long = "as", value_name = "NAME", env = "JANUS_REGISTRATION_ADMIN", global = true)]
     pub acting_for: Option<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(subcommand)]
     pub command: admin::NodesCommand,
 }
@@ -212,8 +214,27 @@ pub struct TokensArgs {
     /// The admin this command acts for, as the audit trail names them (default: the user running it).
     #[arg(long = "as", value_name = "NAME", env = "JANUS_REGISTRATION_ADMIN", global = true)]
     pub acting_for: Option<String>,
+    #[command(flatten)]
+    pub remote: RemoteArgs,
     #[command(subcommand)]
     pub command: admin::TokensCommand,
+}
+
+/// The admin API to go through instead of the state directory.
+#[derive(Debug, Args)]
+pub struct RemoteArgs {
+    /// Use the admin API at this address (https://HOST:PORT) instead of --state; answers are JSON.
+    #[arg(long, env = "JANUS_REGISTRATION_SERVER", global = true, requires_all = ["client_cert", "client_key", "server_ca"])]
+    pub server: Option<String>,
+    /// The admin credential's certificate (`certs admin`), with --server.
+    #[arg(long, env = "JANUS_REGISTRATION_CLIENT_CERT", global = true)]
+    pub client_cert: Option<PathBuf>,
+    /// Its private key.
+    #[arg(long, env = "JANUS_REGISTRATION_CLIENT_KEY", global = true)]
+    pub client_key: Option<PathBuf>,
+    /// The CA the server's certificate must chain to (the fleet's root.crt), checked as controller.fleet.janus.
+    #[arg(long, env = "JANUS_REGISTRATION_SERVER_CA", global = true)]
+    pub server_ca: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

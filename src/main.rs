@@ -28,6 +28,18 @@ fn main() -> ExitCode {
 /// What an admin command says without a state directory.
 const STATE_REQUIRED: &str = "--state (or JANUS_REGISTRATION_STATE) is required: the state directory serve uses, e.g. --state /var/lib/janus-registration";
 
+/// The admin API client `--server` asks for, if it does.
+fn remote(
+    args: &janus_registration::cli::RemoteArgs,
+) -> Result<Option<janus_registration::admin_api::client::AdminClient>, Failure> {
+    let (Some(server), Some(cert), Some(key), Some(ca)) =
+        (&args.server, &args.client_cert, &args.client_key, &args.server_ca)
+    else {
+        return Ok(None);
+    };
+    Ok(Some(janus_registration::admin_api::client::from_files(server, cert, key, ca)?))
+}
+
 /// Any command's failure, as one message; context is added here, at the edge.
 type Failure = Box<dyn std::error::Error>;
 
@@ -48,6 +60,15 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             None => Ok(ExitCode::from(runtime()?.block_on(agent::run_command(&command.args.to_agent()))?)),
         },
         Command::Nodes(args) => {
+            if let Some(client) = remote(&args.remote)? {
+                let out = runtime()?
+                    .block_on(janus_registration::admin_api::client::nodes(&client, &args.command))?;
+                // A followed stream has printed itself already.
+                if !out.is_empty() {
+                    print(&out);
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
             act_as(args.acting_for.as_deref())?;
             let out = admin::nodes(state, &args.command)?;
@@ -58,6 +79,13 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tokens(args) => {
+            if let Some(client) = remote(&args.remote)? {
+                print(
+                    &runtime()?
+                        .block_on(janus_registration::admin_api::client::tokens(&client, &args.command))?,
+                );
+                return Ok(ExitCode::SUCCESS);
+            }
             let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
             act_as(args.acting_for.as_deref())?;
             print(&admin::tokens(state, &args.command)?);

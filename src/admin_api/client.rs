@@ -8,6 +8,7 @@
 //! per connection; answers are bounded (64 MiB: a million nodes' listing
 //! is about 2 GiB, so a listing that large is refused, not buffered).
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -18,6 +19,7 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::Value;
 
+use crate::admin::{NodesCommand, TokensCommand};
 use crate::pki::FLEET_CONTROLLER_NAME;
 
 /// The largest answer read.
@@ -151,5 +153,137 @@ pub fn refusal(status: u16, body: &Value) -> String {
     match body["error"].as_str() {
         Some(error) => format!("the admin API answered {status}: {error}"),
         None => format!("the admin API answered {status}"),
+    }
+}
+
+/// The credential and the server's CA from files (`--client-cert`, `--client-key`, `--server-ca`).
+pub fn from_files(server: &str, cert: &Path, key: &Path, server_ca: &Path) -> Result<AdminClient, String> {
+    let read =
+        |flag: &str, path: &Path| std::fs::read(path).map_err(|e| format!("{flag} {}: {e}", path.display()));
+    AdminClient::new(
+        server,
+        &read("--server-ca", server_ca)?,
+        &read("--client-cert", cert)?,
+        &read("--client-key", key)?,
+    )
+}
+
+/// The answer's body, or why the API refused.
+fn accepted(reply: Reply) -> Result<Value, String> {
+    if (200..300).contains(&reply.status) { Ok(reply.body) } else { Err(refusal(reply.status, &reply.body)) }
+}
+
+/// A node as a URL's path segment: the admin API takes ids and plain names.
+fn node_segment(key: &str) -> Result<&str, String> {
+    if !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-')) {
+        Ok(key)
+    } else {
+        Err(format!(
+            "{:?}: through --server, name a node by its id or a name of letters, digits, '.', '_' or '-'",
+            crate::terminal::escape(key)
+        ))
+    }
+}
+
+fn lines(values: &[Value]) -> String {
+    values.iter().map(crate::terminal::json_text).collect::<Vec<_>>().join("\n")
+}
+
+/// `nodes …` through the admin API; what to print (JSON).
+pub async fn nodes(client: &AdminClient, command: &NodesCommand) -> Result<String, String> {
+    match command {
+        NodesCommand::List(args) => {
+            let mut query = form_urlencoded::Serializer::new(String::new());
+            for (on, state) in
+                [(args.pending, "pending"), (args.admitted, "admitted"), (args.rejected, "rejected")]
+            {
+                if on {
+                    query.append_pair("state", state);
+                }
+            }
+            for (key, value) in &args.labels {
+                query.append_pair("label", &format!("{key}={value}"));
+            }
+            if let Some(since) = args.admitted_since {
+                query.append_pair("admitted_since", &crate::clock::unix_to_rfc3339(since));
+            }
+            let body = accepted(client.call("GET", &format!("/v1/nodes?{}", query.finish()), None).await?)?;
+            Ok(lines(body["nodes"].as_array().map(Vec::as_slice).unwrap_or_default()))
+        }
+        NodesCommand::Show(args) => {
+            let path = format!("/v1/nodes/{}", node_segment(&args.id)?);
+            Ok(crate::terminal::json_text(&accepted(client.call("GET", &path, None).await?)?))
+        }
+        NodesCommand::Approve(args) => {
+            let (Some(id), Some(expected), None, false) =
+                (&args.id, &args.expect_ca_sha256, &args.console, args.unchecked)
+            else {
+                return Err(
+                    "through --server, nodes approve takes ID --expect-ca-sha256 HEX: the admin API \
+                            always checks the node's CA"
+                        .into(),
+                );
+            };
+            let path = format!("/v1/nodes/{}/approve", node_segment(id)?);
+            let body = serde_json::json!({ "expect_ca_sha256": expected, "force": args.force });
+            Ok(crate::terminal::json_text(&accepted(client.call("POST", &path, Some(&body)).await?)?["node"]))
+        }
+        NodesCommand::Reject(args) => {
+            let path = format!("/v1/nodes/{}/reject", node_segment(&args.id)?);
+            Ok(crate::terminal::json_text(&accepted(client.call("POST", &path, None).await?)?["node"]))
+        }
+        NodesCommand::Watch(args) => {
+            if args.once {
+                return Err("through --server, nodes watch follows: --once is for the state directory".into());
+            }
+            let path = match args.since {
+                Some(since) => format!("/v1/events?since={}s", since.as_secs()),
+                None => "/v1/events".into(),
+            };
+            client
+                .events(&path, |event| {
+                    use std::io::Write;
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "{}", crate::terminal::json_text(&event)).and_then(|()| out.flush()).is_ok()
+                })
+                .await?;
+            Ok(String::new())
+        }
+        NodesCommand::Forget(_) | NodesCommand::History(_) => {
+            Err("the admin API does not offer this: run it where the state directory is (--state)".into())
+        }
+    }
+}
+
+/// `tokens …` through the admin API; what to print (JSON).
+pub async fn tokens(client: &AdminClient, command: &TokensCommand) -> Result<String, String> {
+    match command {
+        TokensCommand::Add(args) => {
+            let mut body = serde_json::json!({
+                "labels": args.labels.iter().cloned().collect::<std::collections::BTreeMap<_, _>>(),
+            });
+            match &args.token {
+                Some(token) => body["token"] = token.clone().into(),
+                None => body["count"] = args.count.into(),
+            }
+            if let Some(uses) = args.uses {
+                body["uses"] = uses.into();
+            }
+            if let Some(description) = &args.description {
+                body["description"] = description.clone().into();
+            }
+            if let Some(expires_in) = args.expires_in {
+                body["expires_in"] = format!("{}s", expires_in.as_secs()).into();
+            }
+            let made = accepted(client.call("POST", "/v1/tokens", Some(&body)).await?)?;
+            Ok(lines(made["tokens"].as_array().map(Vec::as_slice).unwrap_or_default()))
+        }
+        TokensCommand::Revoke(args) => {
+            let path = format!("/v1/tokens/{}", node_segment(&args.token)?);
+            Ok(crate::terminal::json_text(&accepted(client.call("DELETE", &path, None).await?)?))
+        }
+        TokensCommand::List(_) => {
+            Err("the admin API does not list tokens: run it where the state directory is (--state)".into())
+        }
     }
 }

@@ -315,7 +315,10 @@ async fn events(
                 )
             }
             other => {
-                return Err(ApiError(StatusCode::BAD_REQUEST, format!("{other:?} is not a parameter: since")));
+                return Err(ApiError(
+                    StatusCode::BAD_REQUEST,
+                    format!("{other:?} is not a parameter: since"),
+                ));
             }
         }
     }

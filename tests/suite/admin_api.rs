@@ -219,17 +219,10 @@ async fn the_api_refuses_no_certificate_a_nodes_another_cas_an_expired_one_and_a
 #[test]
 fn serve_refuses_an_admin_ca_that_is_the_fleets() {
     let fx = Fixture::new();
+    let root = fx.fleet_dir().join("root.crt");
     let out = std::process::Command::new(BIN)
-        .args(["serve", "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0", "--admin-ca"])
-        .arg(fx.fleet_dir().join("root.crt"))
-        .arg("--fleet")
-        .arg(fx.fleet_dir())
-        .arg("--cert")
-        .arg(fx.cert())
-        .arg("--key")
-        .arg(fx.key())
-        .arg("--state")
-        .arg(fx.state())
+        .args(fx.serve_args())
+        .args(["--admin-listen", "127.0.0.1:0", "--admin-ca", root.to_str().unwrap()])
         .output()
         .unwrap();
     assert!(!out.status.success());
@@ -246,4 +239,61 @@ fn pem_der(pem: &str) -> rustls::pki_types::CertificateDer<'static> {
 
 fn admin_cmd(fx: &Fixture, args: &[&str]) -> (bool, String, String) {
     admin(&fx.state(), args)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cli_goes_through_the_api_with_server_and_client_cert() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let write = |name: &str, minted: &Minted| {
+        let prefix = fx.dir.path().join(name);
+        certs::write_pair(&prefix, minted, false).unwrap();
+        prefix
+    };
+    let full = write("orchestrator", &credential(&admin_ca, "orchestrator-2", &Scope::ALL));
+    let reader = write("reader", &credential(&admin_ca, "reader", &[Scope::Read]));
+    let server_url = format!("https://{admin}");
+    let root = fx.fleet_dir().join("root.crt");
+    let through = |credential: &std::path::Path, args: &[&str]| {
+        let out = std::process::Command::new(BIN)
+            .args(args)
+            .args(["--server", &server_url, "--server-ca", root.to_str().unwrap()])
+            .arg("--client-cert")
+            .arg(credential.with_extension("crt"))
+            .arg("--client-key")
+            .arg(credential.with_extension("key"))
+            .output()
+            .unwrap();
+        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
+        (out.status.success(), text(&out.stdout), text(&out.stderr))
+    };
+    let (ok, out, err) = through(&full, &["tokens", "add", "--label", "vm=web-40"]);
+    assert!(ok, "{err}");
+    let token: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    let nodes = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("web-40").unwrap();
+    let (id, _, _) = announce(&nodes, "web-40", &ca, token["token"].as_str().unwrap()).await;
+    let (ok, out, err) = through(&reader, &["nodes", "list", "--label", "vm=web-40"]);
+    assert!(ok, "{err}");
+    let listed: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(listed["id"], id.as_str());
+    assert_eq!(listed["token_sha256_prefix"], token["sha256_prefix"]);
+    let pending_ca = certs::mint_node_ca("web-41").unwrap();
+    let (pending, _, _) = announce(&nodes, "web-41", &pending_ca, "").await;
+    let (ok, _, err) = through(&full, &["nodes", "approve", &pending, "--unchecked"]);
+    assert!(!ok);
+    assert!(err.contains("through --server, nodes approve takes ID --expect-ca-sha256 HEX"), "{err}");
+    let (ok, _, err) =
+        through(&reader, &["nodes", "approve", &pending, "--expect-ca-sha256", &ca_hash(&pending_ca)]);
+    assert!(!ok);
+    assert!(
+        err.contains("the admin API answered 403: the credential \"reader\" may not approve nodes"),
+        "{err}"
+    );
+    let (ok, out, err) =
+        through(&full, &["nodes", "approve", &pending, "--expect-ca-sha256", &ca_hash(&pending_ca)]);
+    assert!(ok, "{err}");
+    assert!(out.contains("\"state\":\"admitted\""), "{out}");
+    server.stop().await;
 }
