@@ -82,10 +82,11 @@ pod=janus-registration$suffix
 claim=janus-registration-state$suffix
 fleet_secret=janus-fleet$suffix
 tls_secret=janus-registration-tls$suffix
+admin_ca_secret=janus-registration-admin-ca$suffix
 cleanup() {
   podman kube down "$work/play.yaml" >/dev/null 2>&1 || true
   podman volume rm -f "$claim" >/dev/null 2>&1 || true
-  podman secret rm "$fleet_secret" "$tls_secret" >/dev/null 2>&1 || true
+  podman secret rm "$fleet_secret" "$tls_secret" "$admin_ca_secret" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -121,9 +122,18 @@ secret_yaml "$fleet_secret" Opaque "root.crt=$work/fleet/root.crt" "bundle.json=
   podman secret create "$fleet_secret" - >/dev/null
 secret_yaml "$tls_secret" kubernetes.io/tls "tls.crt=$work/controller.crt" "tls.key=$work/controller.key" |
   podman secret create "$tls_secret" - >/dev/null
+# The admin CA (its certificate only), and an orchestrator's credential
+# that may make tokens and read nodes, kept outside the pod.
+"$bin" certs admin-ca --out "$work/admin-ca" >/dev/null
+"$bin" certs admin --ca "$work/admin-ca" --name kube-orchestrator --scope tokens --scope read \
+  --out "$work/orchestrator" >/dev/null
+secret_yaml "$admin_ca_secret" Opaque "admin-ca.crt=$work/admin-ca/admin-ca.crt" |
+  podman secret create "$admin_ca_secret" - >/dev/null
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-"$python" - "$manifest" "$port" "$suffix" >"$work/play.yaml" <<'PY'
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+admin_port=$(free_port)
+"$python" - "$manifest" "$port" "$suffix" "$admin_port" >"$work/play.yaml" <<'PY'
 import sys, yaml
 docs = [d for d in yaml.safe_load_all(open(sys.argv[1])) if d]
 suffix = sys.argv[3]
@@ -139,8 +149,8 @@ for d in docs:
         template = d["spec"]["template"]
         for c in template["spec"]["containers"]:
             for p in c["ports"]:
-                if p["name"] == "https":
-                    p["hostPort"] = int(sys.argv[2])
+                if p["name"] in ("https", "admin"):
+                    p["hostPort"] = int(sys.argv[2] if p["name"] == "https" else sys.argv[4])
                     p["hostIP"] = "127.0.0.1"
         for v in template["spec"]["volumes"]:
             if "persistentVolumeClaim" in v:
@@ -171,7 +181,12 @@ done
 run_as=$(podman inspect "$container" --format '{{.Config.User}} read-only-root={{.HostConfig.ReadonlyRootfs}} caps-dropped={{len .HostConfig.CapDrop}}')
 say "podman kube play: $container healthy, /healthz 200 through 127.0.0.1:$port (user $run_as)"
 
-token=$(podman exec "$container" janus-registration tokens add --description "kube check")
+# The token through the admin API, as an orchestrator without pods/exec makes it.
+token=$("$bin" tokens add --description "kube check" --label vm=kube-node \
+  --server "https://127.0.0.1:$admin_port" --server-ca "$work/fleet/root.crt" \
+  --client-cert "$work/orchestrator.crt" --client-key "$work/orchestrator.key" |
+  "$python" -c 'import json, sys; print(json.load(sys.stdin)["token"])') ||
+  { say "FAILED: no token through the admin API"; podman logs "$container" 2>&1 | tail -20; exit 1; }
 "$python" - "$work/fleet/root.crt" "127.0.0.1:$port" "$token" >"$work/user-data.json" <<'PY'
 import json, sys
 root = open(sys.argv[1]).read()
@@ -184,11 +199,18 @@ set +e
 code=$?
 set -e
 [ "$code" = 0 ] || { say "FAILED: the token did not admit the node (agent exit $code)"; cat "$work/node.console"; exit 1; }
-say "a node admitted by a token made with 'podman exec $container janus-registration tokens add'"
+listed=$("$bin" nodes list --label vm=kube-node \
+  --server "https://127.0.0.1:$admin_port" --server-ca "$work/fleet/root.crt" \
+  --client-cert "$work/orchestrator.crt" --client-key "$work/orchestrator.key")
+case $listed in
+  *'"state":"admitted"'*) ;;
+  *) say "FAILED: the admin API does not list the node as admitted: $listed"; exit 1 ;;
+esac
+say "a node admitted by a token made through the admin API (no exec), and listed by its label through it"
 
 podman kube down "$work/play.yaml" >/dev/null 2>&1
 podman volume rm -f "$claim" >/dev/null
-podman secret rm "$fleet_secret" "$tls_secret" >/dev/null
+podman secret rm "$fleet_secret" "$tls_secret" "$admin_ca_secret" >/dev/null
 left=$(podman ps -a --format '{{.Names}}' | grep -c -- "$suffix" || true)
 [ "$left" = 0 ] || { say "FAILED: $left containers left after podman kube down"; exit 1; }
-say "OK (validated; played, healthy, a node admitted by a token; podman kube down, volume and secrets removed)"
+say "OK (validated; played, healthy, a node admitted by a token made through the admin API; podman kube down, volume and secrets removed)"

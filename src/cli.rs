@@ -377,6 +377,10 @@ pub struct ServeArgs {
     /// The admin CA's certificate (`certs admin-ca`): the admin API admits the credentials it signed.
     #[arg(long, env = "JANUS_REGISTRATION_ADMIN_CA", requires = "admin_listen")]
     pub admin_ca: Option<PathBuf>,
+    /// L4 load balancers (addresses or networks, comma-separated) whose connections start with a
+    /// PROXY protocol header (v1 or v2) naming the node's address; a listed peer must send one.
+    #[arg(long, env = "JANUS_REGISTRATION_PROXY_PROTOCOL", value_name = "CIDR,...", value_delimiter = ',')]
+    pub proxy_protocol: Vec<crate::server::proxy::Trusted>,
     /// Serve Prometheus metrics over plain HTTP here (e.g. 127.0.0.1:9090); off when absent.
     #[arg(long, env = "JANUS_REGISTRATION_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -434,6 +438,7 @@ impl ServeArgs {
             maintenance_every: self.maintenance_every,
             reconcile_every: self.reconcile_every,
             metrics_listen: self.metrics_listen,
+            proxy_protocol: self.proxy_protocol.clone(),
             admin_api: self
                 .admin_listen
                 .zip(self.admin_ca.clone())

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -243,7 +243,9 @@ impl<S> Accept<TcpStream, S> for ConnectionCap {
         // Answers are written in a few small TLS records: without this, Nagle
         // holds the last one for the client's delayed ACK (40 ms).
         let _ = stream.set_nodelay(true);
-        let peer = stream.peer_addr().ok().map(|a| a.ip());
+        // The node behind a listed balancer, when its PROXY header named one.
+        let proxied = super::proxy::SOURCE.try_with(|source| *source).ok().flatten();
+        let peer = proxied.or_else(|| stream.peer_addr().ok()).map(|a| a.ip());
         std::future::ready(match self.admit(peer) {
             Ok(slot) => Ok((Capped { inner: stream, slot }, service)),
             Err(refused) => Err(io::Error::other(refused)),
@@ -330,11 +332,13 @@ impl RequestMark {
 pub struct Marking<S> {
     inner: S,
     mark: RequestMark,
+    /// The source its PROXY header named: each request carries it.
+    source: Option<SocketAddr>,
 }
 
-impl<S, R> tower_service::Service<R> for Marking<S>
+impl<S, B> tower_service::Service<axum::http::Request<B>> for Marking<S>
 where
-    S: tower_service::Service<R>,
+    S: tower_service::Service<axum::http::Request<B>>,
 {
     type Response = S::Response;
     type Error = S::Error;
@@ -344,8 +348,11 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, request: R) -> S::Future {
+    fn call(&mut self, mut request: axum::http::Request<B>) -> S::Future {
         self.mark.set();
+        if let Some(source) = self.source {
+            request.extensions_mut().insert(super::proxy::ProxiedSource(source));
+        }
         self.inner.call(request)
     }
 }
@@ -367,11 +374,17 @@ pub struct Shedding<A> {
     pub cap: ConnectionCap,
     /// The handshake time when there is no pressure.
     pub handshake: Duration,
+    /// The balancers whose connections start with a PROXY header (`--proxy-protocol`).
+    pub proxy: Arc<[super::proxy::Trusted]>,
 }
 
 impl<A, S> Accept<TcpStream, S> for Shedding<A>
 where
-    A: Accept<TcpStream, S, Stream = tokio_rustls::server::TlsStream<Capped<TcpStream>>> + Send + Sync,
+    A: Accept<TcpStream, S, Stream = tokio_rustls::server::TlsStream<Capped<TcpStream>>>
+        + Clone
+        + Send
+        + Sync
+        + 'static,
     A::Future: Send + 'static,
     S: Send + 'static,
     A::Service: Send + 'static,
@@ -380,15 +393,25 @@ where
     type Service = Marking<A::Service>;
     type Future = Pin<Box<dyn std::future::Future<Output = io::Result<(A::Stream, Self::Service)>> + Send>>;
 
-    fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
+    fn accept(&self, mut stream: TcpStream, service: S) -> Self::Future {
         let within = handshake_time(self.handshake, self.cap.occupancy());
-        let handshake = self.tls.accept(stream, service);
+        let (tls, proxy) = (self.tls.clone(), self.proxy.clone());
         Box::pin(async move {
-            let (stream, service) = tokio::time::timeout(within, handshake)
+            let handshake = async move {
+                // Only a listed balancer is asked whose connection it passes on.
+                let listed =
+                    stream.peer_addr().is_ok_and(|peer| super::proxy::expected_from(&proxy, peer.ip()));
+                let source = if listed { super::proxy::read_header(&mut stream).await? } else { None };
+                // The cap admits the connection as the accept is made (not polled).
+                let accepting = super::proxy::SOURCE.sync_scope(source, || tls.accept(stream, service));
+                let (stream, service) = accepting.await?;
+                Ok::<_, io::Error>((stream, service, source))
+            };
+            let (stream, service, source) = tokio::time::timeout(within, handshake)
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, Refused::HandshakeTimeout))??;
             let mark = stream.get_ref().0.request_mark();
-            Ok((stream, Marking { inner: service, mark }))
+            Ok((stream, Marking { inner: service, mark, source }))
         })
     }
 }

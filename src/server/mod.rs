@@ -12,6 +12,7 @@ pub mod limits;
 pub mod metrics;
 pub mod on_admitted;
 pub mod policy;
+pub mod proxy;
 pub mod reload;
 pub mod routes;
 
@@ -96,6 +97,8 @@ pub struct ServeConfig {
     pub metrics_listen: Option<SocketAddr>,
     /// The admin API's listener and CA; off when `None`.
     pub admin_api: Option<crate::admin_api::AdminApiConfig>,
+    /// The balancers whose connections start with a PROXY header.
+    pub proxy_protocol: Vec<proxy::Trusted>,
     /// Time a client gets for its TLS handshake.
     pub handshake_timeout: Duration,
     /// Time a client gets for its request head (metrics listener too).
@@ -141,6 +144,7 @@ impl ServeConfig {
             reconcile_every: Duration::from_secs(300),
             metrics_listen: None,
             admin_api: None,
+            proxy_protocol: Vec::new(),
             keep_alive: false,
         }
     }
@@ -408,6 +412,7 @@ impl Prepared {
                 .acceptor(cap.clone()),
             cap,
             handshake: self.config.handshake_timeout,
+            proxy: self.config.proxy_protocol.clone().into(),
         })
     }
 

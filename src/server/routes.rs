@@ -28,9 +28,12 @@ use crate::store::{NodeId, NodeRecord};
 pub async fn announce(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    proxied: Option<axum::Extension<crate::server::proxy::ProxiedSource>>,
     headers: HeaderMap,
     body: Body,
 ) -> Result<Response, ApiError> {
+    // Behind a listed balancer, the node is whom its PROXY header named.
+    let peer = proxied.map_or(peer, |source| source.0.0);
     let answer = announce_or_refuse(&app, peer, headers, body).await;
     let outcome = match &answer {
         Ok((true, _)) => "admitted_by_token",
@@ -226,8 +229,12 @@ pub async fn log_request(State(app): State<Arc<App>>, request: Request, next: Ne
     static NEXT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
     let started = Instant::now();
     let route = route_of(request.extensions().get::<axum::extract::MatchedPath>().map(|m| m.as_str()));
-    let peer =
-        request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.to_string()).unwrap_or_default();
+    let peer = match request.extensions().get::<crate::server::proxy::ProxiedSource>() {
+        Some(proxied) => proxied.0.to_string(),
+        None => {
+            request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.to_string()).unwrap_or_default()
+        }
+    };
     // Every line logged while it is served (the store's too, on the blocking
     // pool: `AsyncStore` carries the span there) names this request.
     let span = tracing::info_span!(

@@ -26,6 +26,7 @@ mod hostile_nodes;
 mod operate;
 mod operator;
 mod orchestrating;
+mod proxy_protocol;
 mod replicas_gluster;
 mod serve_durability;
 mod serve_protocol;

@@ -1,0 +1,109 @@
+//! `--proxy-protocol` (issue 32): behind a listed L4 balancer, the node's
+//! address is the one the PROXY header names (v1 and v2), in its record and
+//! its rate limit; a listed peer without a header, and a header from a peer
+//! not listed, are refused.
+
+use std::net::SocketAddr;
+
+use janus_registration::certs;
+use janus_registration::server::proxy::Trusted;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::common::*;
+
+/// Announces over one connection that starts with `header`; the status, or
+/// `None` when the connection was refused.
+async fn announce_after(fx: &Fixture, addr: SocketAddr, header: &[u8], name: &str) -> Option<(u16, String)> {
+    let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
+    tcp.write_all(header).await.unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    let root = janus_registration::pki::first_certificate(fx.fleet.root.cert_pem.as_bytes(), "root").unwrap();
+    roots.add(root.to_vec().into()).unwrap();
+    let config = std::sync::Arc::new(janus_registration::tls::client_config(roots).unwrap());
+    let server_name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
+    let mut tls = tokio_rustls::TlsConnector::from(config).connect(server_name, tcp).await.ok()?;
+    let body = announcement(name, &certs::mint_node_ca(name).unwrap(), "", &new_secret());
+    let head = format!(
+        "POST /register HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.ok()?;
+    tls.write_all(&body).await.ok()?;
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    let id = text.split("\"id\":\"").nth(1).map(|rest| rest.chars().take(32).collect()).unwrap_or_default();
+    Some((status, id))
+}
+
+fn peer_address(fx: &Fixture, id: &str) -> String {
+    let (ok, shown, err) = admin(&fx.state(), &["nodes", "show", id, "--json"]);
+    assert!(ok, "{err}");
+    let shown: serde_json::Value = serde_json::from_str(&shown).unwrap();
+    shown["peer_address"].as_str().unwrap_or_default().to_string()
+}
+
+fn v2_header(source: [u8; 4], port: u16) -> Vec<u8> {
+    let mut header = b"\r\n\r\n\0\r\nQUIT\n".to_vec();
+    header.extend([0x21, 0x11, 0, 12]);
+    header.extend(source);
+    header.extend([127, 0, 0, 1]);
+    header.extend(port.to_be_bytes());
+    header.extend(8443u16.to_be_bytes());
+    header
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_listed_balancers_header_names_the_node_v1_and_v2() {
+    let fx = Fixture::new();
+    let mut config = fx.config();
+    config.proxy_protocol = vec!["127.0.0.0/8".parse::<Trusted>().unwrap()];
+    config.limits.burst = 1;
+    config.limits.refill_every = std::time::Duration::from_secs(600);
+    let server = InProcess::start(config).await;
+    let v1 = b"PROXY TCP4 192.0.2.7 127.0.0.1 51234 8443\r\n";
+    let (status, id) = announce_after(&fx, server.addr, v1, "behind-1").await.expect("answered");
+    assert_eq!(status, 201);
+    assert_eq!(peer_address(&fx, &id), "192.0.2.7:51234", "the node's address, not the balancer's");
+    let (status, id) = announce_after(&fx, server.addr, &v2_header([198, 51, 100, 9], 40000), "behind-2")
+        .await
+        .expect("answered");
+    assert_eq!(status, 201, "another source: its own rate limit");
+    assert_eq!(peer_address(&fx, &id), "198.51.100.9:40000");
+    // The rate limit is per node behind the balancer: 192.0.2.7 spent its burst.
+    let (status, _) = announce_after(&fx, server.addr, v1, "behind-3").await.expect("answered");
+    assert_eq!(status, 429);
+    // A listed peer that sends no header is refused: it would speak for every node behind it.
+    assert!(announce_after(&fx, server.addr, b"", "no-header").await.is_none());
+    // A v1 line that is not one.
+    assert!(announce_after(&fx, server.addr, b"PROXY TCP4 nonsense\r\n", "bad-header").await.is_none());
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_not_listed_is_never_asked_for_a_header_and_cannot_claim_an_address() {
+    let fx = Fixture::new();
+    let mut config = fx.config();
+    config.proxy_protocol = vec!["10.0.0.0/8".parse::<Trusted>().unwrap()];
+    let server = InProcess::start(config).await;
+    let (status, id) = announce_after(&fx, server.addr, b"", "direct").await.expect("answered");
+    assert_eq!(status, 201);
+    assert!(peer_address(&fx, &id).starts_with("127.0.0.1:"), "its own address");
+    let forged = b"PROXY TCP4 192.0.2.7 127.0.0.1 51234 8443\r\n";
+    assert!(announce_after(&fx, server.addr, forged, "forged").await.is_none(), "not read: the TLS fails");
+    server.stop().await;
+}
+
+#[test]
+fn proxy_protocol_networks_are_checked_at_startup() {
+    let fx = Fixture::new();
+    let out = std::process::Command::new(BIN)
+        .args(fx.serve_args())
+        .args(["--proxy-protocol", "10.0.0.0/8,not-a-network"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("\"not-a-network\" is not an address or a network such as 10.0.0.0/8"), "{err}");
+}
