@@ -55,7 +55,13 @@ cargo build --locked -q
 bin=$PWD/target/debug/janus-registration
 "$bin" certs fleet --out "$work/fleet" --name "Container check" >/dev/null
 "$bin" certs controller --fleet "$work/fleet" --out "$work/controller" --san 127.0.0.1 >/dev/null
-install -d -m 0755 "$work/deploy-files/fleet" "$work/deploy-files/tls"
+# The admin API's CA (its certificate only in the container) and an
+# orchestrator's credential, kept on the host.
+"$bin" certs admin-ca --out "$work/admin-ca" >/dev/null
+"$bin" certs admin --ca "$work/admin-ca" --name container-orchestrator --scope tokens --scope read \
+  --scope approve --out "$work/orchestrator" >/dev/null
+install -d -m 0755 "$work/deploy-files/fleet" "$work/deploy-files/tls" "$work/deploy-files/admin-ca"
+install -m 0644 "$work/admin-ca/admin-ca.crt" "$work/deploy-files/admin-ca/"
 install -m 0644 "$work/fleet/root.crt" "$work/fleet/bundle.json" "$work/deploy-files/fleet/"
 install -m 0644 "$work/controller.crt" "$work/deploy-files/tls/controller.crt"
 install -m 0400 "$work/controller.key" "$work/deploy-files/tls/controller.key"
@@ -68,16 +74,21 @@ else
   say "not root: the key is readable to all, inside $work (mode 0700), for the container's user"
 fi
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+port=$(free_port)
+admin_port=$(free_port)
 $engine volume create "$volume" >/dev/null
 start() {
   # Podman without systemd cannot schedule the periodic health checks (it
   # says so on stderr, kept in engine.log); `podman healthcheck run` below
   # runs the image's HEALTHCHECK itself.
-  $engine run -d --name "$name" --read-only -p "127.0.0.1:$port:8443" \
+  $engine run -d --name "$name" --read-only -p "127.0.0.1:$port:8443" -p "127.0.0.1:$admin_port:9443" \
     -v "$volume:/var/lib/janus-registration" \
     -v "$work/deploy-files/fleet:/etc/janus-registration/fleet:ro" \
     -v "$work/deploy-files/tls:/etc/janus-registration/tls:ro" \
+    -v "$work/deploy-files/admin-ca:/etc/janus-registration/admin-ca:ro" \
+    -e JANUS_REGISTRATION_ADMIN_LISTEN=0.0.0.0:9443 \
+    -e JANUS_REGISTRATION_ADMIN_CA=/etc/janus-registration/admin-ca/admin-ca.crt \
     -e JANUS_REGISTRATION_SHUTDOWN_GRACE=10s "$image" >/dev/null 2>>"$work/engine.log"
 }
 healthy() {
@@ -139,6 +150,22 @@ code=$(agent_once "$work/node-b")
 [ "$code" = 0 ] || { say "FAILED: node-b's poll after approval (agent exit $code)"; cat "$work/node-b.console"; exit 1; }
 say "node-b pending, approved with 'nodes approve $id --console' fed its console log, then polled 200"
 
+# Without exec: a token through the admin API from the host, the node
+# found by its label and approved-state through it.
+api() { "$bin" "$@" --server "https://127.0.0.1:$admin_port" --server-ca "$work/fleet/root.crt" \
+  --client-cert "$work/orchestrator.crt" --client-key "$work/orchestrator.key"; }
+token=$(api tokens add --label vm=edge-c | python3 -c 'import json, sys; print(json.load(sys.stdin)["token"])') ||
+  { say "FAILED: no token through the admin API"; $engine logs "$name" 2>&1 | tail -20; exit 1; }
+user_data "$work/node-c" edge-c "$token"
+code=$(agent_once "$work/node-c" --user-data "$work/node-c.json")
+[ "$code" = 0 ] || { say "FAILED: the admin API's token did not admit node-c (agent exit $code)"; exit 1; }
+listed=$(api nodes list --label vm=edge-c)
+case $listed in
+  *'"state":"admitted"'*) ;;
+  *) say "FAILED: the admin API does not list node-c as admitted: $listed"; exit 1 ;;
+esac
+say "node-c admitted by a token made through the admin API on 127.0.0.1:$admin_port (no exec), listed by its label"
+
 # SIGTERM: exit status 0 within the grace.
 began=$SECONDS
 $engine stop -t 20 "$name" >/dev/null 2>>"$work/engine.log"
@@ -154,11 +181,11 @@ say "SIGTERM: exit status 0 after ${took} s"
 $engine start "$name" >/dev/null 2>>"$work/engine.log"
 wait_healthy
 listed=$($engine exec "$name" janus-registration nodes list)
-for node in edge-a edge-b; do
+for node in edge-a edge-b edge-c; do
   printf '%s\n' "$listed" | grep -q "$node" || { say "FAILED: $node is gone after a restart"; printf '%s\n' "$listed"; exit 1; }
 done
-if [ "$(printf '%s\n' "$listed" | grep -c admitted)" -lt 2 ]; then
-  say "FAILED: both nodes should still be admitted after a restart"; printf '%s\n' "$listed"; exit 1
+if [ "$(printf '%s\n' "$listed" | grep -c admitted)" -lt 3 ]; then
+  say "FAILED: the three nodes should still be admitted after a restart"; printf '%s\n' "$listed"; exit 1
 fi
 $engine stop -t 20 "$name" >/dev/null 2>>"$work/engine.log"
-say "OK ($engine: build ${image_build_seconds} s, $((image_size / 1000000)) MB; token admission, console approval, SIGTERM, restart with the state kept)"
+say "OK ($engine: build ${image_build_seconds} s, $((image_size / 1000000)) MB; token admission, console approval, the admin API, SIGTERM, restart with the state kept)"
