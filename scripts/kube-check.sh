@@ -87,6 +87,8 @@ cleanup() {
   podman kube down "$work/play.yaml" >/dev/null 2>&1 || true
   podman volume rm -f "$claim" >/dev/null 2>&1 || true
   podman secret rm "$fleet_secret" "$tls_secret" "$admin_ca_secret" >/dev/null 2>&1 || true
+  # Podman 4.3's kube play keeps each secret volume as a named volume.
+  podman volume rm -f "$fleet_secret" "$tls_secret" "$admin_ca_secret" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -211,6 +213,9 @@ say "a node admitted by a token made through the admin API (no exec), and listed
 podman kube down "$work/play.yaml" >/dev/null 2>&1
 podman volume rm -f "$claim" >/dev/null
 podman secret rm "$fleet_secret" "$tls_secret" "$admin_ca_secret" >/dev/null
+podman volume rm -f "$fleet_secret" "$tls_secret" "$admin_ca_secret" >/dev/null 2>&1 || true
 left=$(podman ps -a --format '{{.Names}}' | grep -c -- "$suffix" || true)
 [ "$left" = 0 ] || { say "FAILED: $left containers left after podman kube down"; exit 1; }
+left=$(podman volume ls -q | grep -c -- "$suffix" || true)
+[ "$left" = 0 ] || { say "FAILED: $left volumes left after podman kube down"; exit 1; }
 say "OK (validated; played, healthy, a node admitted by a token made through the admin API; podman kube down, volume and secrets removed)"
