@@ -313,8 +313,11 @@ async fn add_token_with(world: &Arc<World>, uses: u32, expiring: bool) -> Option
             args.extend(["--expires-in".into(), "1s".into()]);
         }
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
-        let done = admin_cmd(&world2, &args);
-        (done, now_unix())
+        // The token is stdout alone: a warning the command logs on stderr
+        // (a full disk kept it from refreshing tokens.meta.last-good.json)
+        // is not part of it.
+        let (ok, out, _) = admin(&world2.state(), &args);
+        ((ok, out), now_unix())
     })
     .await
     .unwrap();
