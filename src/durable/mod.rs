@@ -89,14 +89,19 @@ fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 /// Creates `path` (which must not exist) with `bytes`, whole, and `fsync`s
 /// its data, never through a link; the caller makes the name durable with
 /// the directory's `fsync`. For a file that is linked elsewhere before it
-/// is renamed or removed (a token admission's claim).
+/// is renamed or removed (a token admission's claim). Written under a temp
+/// name and linked to `path` (which fails when the name exists): a process
+/// killed mid-write leaves a `.tmp-*` file, never a torn file at `path`.
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
-    let written = write_temp(path, bytes, mode);
-    // What was there already (a file, a planted link) is not ours to remove.
-    if written.as_ref().is_err_and(|e| e.kind() != io::ErrorKind::AlreadyExists) {
-        let _ = fs::remove_file(path);
+    let temp = temp_path(parent_of(path), path);
+    let linked = write_temp(&temp, bytes, mode).and_then(|()| link_new(&temp, path));
+    let _ = fs::remove_file(&temp);
+    match linked {
+        Ok(true) => Ok(()),
+        // What was there already (a file, a planted link) is not ours to remove.
+        Ok(false) => Err(with_path(io::Error::new(io::ErrorKind::AlreadyExists, "exists already"), path)),
+        Err(e) => Err(with_path(e, path)),
     }
-    written.map_err(|e| with_path(e, path))
 }
 
 /// Writes a new temp file whole and `fsync`s its data, never through a
