@@ -89,10 +89,15 @@ impl ResolvesServerCert for CurrentCert {
 
 /// The endpoint's configuration: no client certificate, HTTP/1.1, no tickets.
 pub fn server_config(cert: Arc<CurrentCert>) -> Result<ServerConfig, rustls::Error> {
-    let mut config = ServerConfig::builder_with_provider(provider())
+    let config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(VERSIONS)?
         .with_no_client_auth()
         .with_cert_resolver(cert);
+    Ok(one_request_per_handshake(config))
+}
+
+/// HTTP/1.1, and no session resumption: clients never resume one.
+fn one_request_per_handshake(mut config: ServerConfig) -> ServerConfig {
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     // Nodes never resume a session: tickets would cost a server-side
     // encryption each and never be used.
@@ -100,7 +105,7 @@ pub fn server_config(cert: Arc<CurrentCert>) -> Result<ServerConfig, rustls::Err
     // Nor TLS 1.2 session ids: the default cache would hold 256 sessions
     // for clients that never come back with them.
     config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
-    Ok(config)
+    config
 }
 
 /// The admin listener's configuration: the endpoint's certificate, and a
@@ -114,14 +119,11 @@ pub fn admin_server_config(
         rustls::server::WebPkiClientVerifier::builder_with_provider(admin_roots.into(), provider())
             .build()
             .map_err(|e| rustls::Error::General(e.to_string()))?;
-    let mut config = ServerConfig::builder_with_provider(provider())
+    let config = ServerConfig::builder_with_provider(provider())
         .with_protocol_versions(VERSIONS)?
         .with_client_cert_verifier(verifier)
         .with_cert_resolver(cert);
-    config.alpn_protocols = vec![b"http/1.1".to_vec()];
-    config.send_tls13_tickets = 0;
-    config.session_storage = Arc::new(rustls::server::NoServerSessionStorage {});
-    Ok(config)
+    Ok(one_request_per_handshake(config))
 }
 
 /// An admin API client: trusting `roots`, presenting `chain` with `key`.

@@ -76,6 +76,13 @@ pub struct ListArgs {
     pub labels: Vec<(String, String)>,
 }
 
+impl ListArgs {
+    /// Whether only some states are listed (`--admitted-since` lists admitted nodes).
+    pub fn filters_by_state(&self) -> bool {
+        self.pending || self.admitted || self.rejected || self.admitted_since.is_some()
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct IdArg {
     /// The node: its id, a unique prefix of it (6+ hex digits), or its unique name.

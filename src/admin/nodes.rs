@@ -145,7 +145,7 @@ fn filtered(store: &Store, args: &ListArgs) -> Result<(Vec<NodeView>, Vec<String
 /// the admin API, which answers with them at once.
 pub fn node_views(state: &Path, args: &ListArgs) -> Result<Vec<NodeView>> {
     let store = super::open_to_read(state)?;
-    if !(args.pending || args.admitted || args.rejected || args.admitted_since.is_some()) {
+    if !args.filters_by_state() {
         let mut views = Vec::new();
         let problems = store.scan(|_, record: NodeRecord| {
             let v = view(&store, &record);
@@ -169,7 +169,7 @@ fn say_skipped(problems: Vec<String>) {
 
 /// `nodes list` with a filter: the matching records, grouped by CA.
 fn list(store: &Store, args: &ListArgs) -> Result<String> {
-    if !(args.pending || args.admitted || args.rejected || args.admitted_since.is_some()) {
+    if !args.filters_by_state() {
         return list_all_streaming(store, args.json, &args.labels);
     }
     let (views, problems) = filtered(store, args)?;
