@@ -68,6 +68,9 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     replace(path, bytes, mode)
 }
 
+/// The old file at `path` goes with the rename only if nothing else links
+/// it: the crate never gives a replaced name a second link (see
+/// [`rename_durably`]).
 fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
@@ -401,7 +404,20 @@ impl Presence {
 
 /// Renames `from` to `to` (in one directory) and makes it durable with the
 /// directory's `fsync`.
+///
+/// `from` must be linked nowhere else: `to` is a name later writes rename
+/// over, and on NFS and GlusterFS a client may go on resolving a name to
+/// the old file after another host renamed over it, for as long as that
+/// file lives on through a second link (docs/deploying.md "Several
+/// replicas": the rename trap). Checked in debug builds; the tests walk
+/// the state after their bursts for any such name.
 pub fn rename_durably(from: &Path, to: &Path) -> io::Result<()> {
+    debug_assert!(
+        fs::symlink_metadata(from).map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) == 1),
+        "{} has a second link: renamed to {}, a rename over it may go unseen on another host",
+        from.display(),
+        to.display()
+    );
     #[expect(clippy::disallowed_methods, reason = "the durable rename itself: the fsync follows")]
     fs::rename(from, to).map_err(|e| with_path(e, to))?;
     sync_dir(parent_of(to)).map_err(|e| with_path(e, to))

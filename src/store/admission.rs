@@ -181,6 +181,8 @@ impl Store {
             return Ok(no_room);
         }
         let record_path = self.record_path(&id);
+        // Linked nowhere (its marker was never made): the record a later
+        // write renames over must not live on through a second name.
         durable::rename_durably(&claim_path, &record_path)?;
         self.audit.record(announced(&record, true))?;
         Ok(Admission { id, outcome: Outcome::Pending })

@@ -204,8 +204,10 @@ async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
         trail.lines().count(),
     );
     drop((a, b_again, c));
+    let shared = names_renamed_over_with_a_second_link(&state_one);
     std::fs::remove_dir_all(&state_one).ok();
     assert_eq!(doubles, 0, "a token admitted two nodes");
+    assert!(shared.is_empty(), "names another host may rename over, with a second link: {shared:?}");
     assert_eq!(torn, 0, "torn audit lines");
     assert!(server_errors * 100 < answers.len(), "{server_errors} 5xx answers");
     // Until admissions claimed through their own file, about 1 run in 5

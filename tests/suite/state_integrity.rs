@@ -235,7 +235,33 @@ async fn kill_9_during_token_bursts_leaves_every_admission_whole() {
     let listed = fx.tokens().lines().count();
     let spent = tokens.len() - tokens.iter().filter(|t| fx.tokens().contains(t.as_str())).count();
     assert!(spent <= admissions, "{spent} tokens gone, {admissions} admissions, {listed} listed");
+    let shared = names_renamed_over_with_a_second_link(&fx.state());
+    assert!(shared.is_empty(), "{shared:?}");
     drop(server);
+}
+
+/// The rename-trap guard: a node left pending by a spent token gets its
+/// claim renamed to its record, which must then be linked nowhere else (a
+/// later approval renames over it); a second link an admin's copy made is
+/// reported.
+#[tokio::test]
+async fn no_name_renamed_over_has_a_second_link() {
+    let fx = Fixture::new();
+    fx.write_tokens("only-once\n");
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let (first, ..) = announce(&client, "first", &certs::mint_node_ca("first").unwrap(), "only-once").await;
+    let (second, _, status) =
+        announce(&client, "second", &certs::mint_node_ca("second").unwrap(), "only-once").await;
+    assert_eq!(status, 201);
+    let pending = records(&fx.state()).into_iter().find(|r| r["id"] == second.as_str()).unwrap();
+    assert_eq!(pending["admitted"], false, "a spent token leaves the second node pending");
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "approve", &second, "--unchecked"]);
+    assert!(ok, "{err}");
+    assert_eq!(names_renamed_over_with_a_second_link(&fx.state()), Vec::<String>::new());
+    let record = fx.state().join("nodes").join(format!("{first}.json"));
+    fs::hard_link(&record, fx.state().join("first-backup.json")).unwrap();
+    assert_eq!(names_renamed_over_with_a_second_link(&fx.state()).len(), 2, "the record and its copy");
 }
 
 /// Where a crash right after a token's claim leaves the pending record.

@@ -735,6 +735,9 @@ fn check(world: &World) -> Vec<String> {
     let mut broken = terminate(world);
     broken.extend(owners::links_followed(world));
     let state = world.state();
+    for name in names_renamed_over_with_a_second_link(&state) {
+        broken.push(format!("{name} has a second link: a rename over it may go unseen on NFS"));
+    }
     let events = world.events.lock().unwrap().clone();
     let tokens = world.tokens.lock().unwrap();
     let ca_hashes = world.ca_hashes.lock().unwrap().clone();

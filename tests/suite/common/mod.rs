@@ -296,6 +296,32 @@ pub fn files_below(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
+/// The rename trap (docs/deploying.md "Several replicas"): on NFS and
+/// GlusterFS a client may go on resolving a name to the old file after
+/// another host renamed a new one over it, for as long as the old file
+/// lives on through a second link (seen for 11 s on NFSv4.2). The design
+/// avoids it: only names nothing is ever renamed over share a file — the
+/// ledger's markers and indexes (`token-uses/`, made by `link`, removed,
+/// never replaced), claims (`nodes/.claim-*`, linked by their marker,
+/// renamed to a record only when linked nowhere), a write's `.tmp-*` file
+/// a crash left linked to its claim, and `tokens` (the admin's, edited in
+/// place). Every other name with a second link is returned.
+pub fn names_renamed_over_with_a_second_link(state: &Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    files_below(state)
+        .into_iter()
+        .filter(|path| {
+            let name = path.file_name().unwrap_or_default().to_string_lossy();
+            let shared = path.starts_with(state.join("token-uses"))
+                || name.starts_with(".claim-")
+                || name.starts_with(".tmp-")
+                || *path == state.join("tokens");
+            !shared && std::fs::symlink_metadata(path).is_ok_and(|m| m.is_file() && m.nlink() > 1)
+        })
+        .map(|path| path.display().to_string())
+        .collect()
+}
+
 /// The parsed node records (temp files of interrupted writes skipped).
 pub fn records(state: &Path) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
