@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""The invariants of a state directory after a burst, read where it is
+mounted (run on each host as the user that owns it): prints one JSON line.
+
+- double: tokens whose uses admitted more nodes than the token has uses
+  (token-admitted records grouped by their ledger entry);
+- unparsable: records in nodes/ that do not parse (torn);
+- torn_audit: audit lines that do not parse;
+- uses: use markers in token-uses/; uses_unadmitted: markers whose node
+  has no token-admitted record;
+- shared_names: names other than the ledger's, claims, temp files and
+  `tokens` that have a second link (the rename trap, docs/deploying.md);
+- meta_unparsable: tokens.meta.json present but not JSON.
+"""
+import json
+import os
+import sys
+from collections import Counter
+
+state = sys.argv[1]
+out = Counter()
+admitted = set()
+claims = Counter()
+for name in os.listdir(os.path.join(state, "nodes")):
+    if not name.endswith(".json") or name.startswith("."):
+        continue
+    out["records"] += 1
+    try:
+        with open(os.path.join(state, "nodes", name), "rb") as f:
+            record = json.load(f)
+    except ValueError:
+        out["unparsable"] += 1
+        continue
+    if record.get("admitted") and record.get("admitted_by") == "token":
+        out["token_admitted"] += 1
+        admitted.add(record.get("id"))
+        claims[record.get("token_claim")] += 1
+# Every token in these runs has one use.
+out["double"] = sum(1 for n in claims.values() if n > 1)
+ledger = os.path.join(state, "token-uses")
+for name in os.listdir(ledger) if os.path.isdir(ledger) else []:
+    if name.startswith(".") or ".ca-" in name:
+        continue
+    out["uses"] += 1
+    try:
+        with open(os.path.join(ledger, name), "rb") as f:
+            holder = json.load(f)
+    except ValueError:
+        holder = {}
+    if holder.get("id") not in admitted:
+        out["uses_unadmitted"] += 1
+audit = os.path.join(state, "audit")
+for name in os.listdir(audit) if os.path.isdir(audit) else []:
+    with open(os.path.join(audit, name), "rb") as f:
+        for line in f:
+            if not line.strip():
+                continue
+            out["audit_lines"] += 1
+            try:
+                json.loads(line)
+            except ValueError:
+                out["torn_audit"] += 1
+for root, _, files in os.walk(state):
+    for name in files:
+        path = os.path.join(root, name)
+        shared = (path.startswith(ledger + "/") or name.startswith(".claim-")
+                  or name.startswith(".tmp-") or path == os.path.join(state, "tokens"))
+        st = os.lstat(path)
+        if not shared and st.st_nlink > 1 and not os.path.islink(path):
+            out["shared_names"] += 1
+meta = os.path.join(state, "tokens.meta.json")
+if os.path.exists(meta):
+    try:
+        with open(meta, "rb") as f:
+            out["meta_tokens"] = len(json.load(f))
+    except ValueError:
+        out["meta_unparsable"] += 1
+for key in ("double", "unparsable", "torn_audit", "uses_unadmitted", "shared_names", "meta_unparsable"):
+    out.setdefault(key, 0)
+print(json.dumps(dict(sorted(out.items()))))
