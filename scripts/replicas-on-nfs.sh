@@ -8,6 +8,13 @@
 #   sigkill      b's replica killed with SIGKILL mid-burst, restarted
 #   cut          the NFS server's link down 20 s mid-burst (hard mount: waits)
 #   nfs-restart  the NFS server restarted mid-burst (its grace period)
+#   lease        a's admin stalled mid-edit (`tokens add`, holding the
+#                tokens lock, its metadata read), VM a frozen past the NFS
+#                lease while b's admin adds a token and revokes another:
+#                b's edits must survive a's resuming (a's add refuses)
+#
+# The server's lease and grace time are JANUS_NFS_LEASE (default 15 s, the
+# kernel's floor is 10; a stock server says 90) so a run outlasts it fast.
 #
 # After each: the state read on a and on b (scripts/lib/state-check.py, as
 # the replicas' user): no token admits two nodes, no torn record or audit
@@ -22,18 +29,32 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 lab() { bash scripts/hosts-lab.sh "$@"; }
+# The VMs are reachable only inside the lab's network namespace.
+inns() { ip netns exec "${JANUS_LAB_NETNS:-jrlab}" "$@"; }
 say() { echo "replicas-on-nfs: $*"; }
 [ "$(id -u)" = 0 ] || { echo "replicas-on-nfs: SKIPPED: not root"; exit 0; }
 
-runs="${JANUS_NFS_RUNS:-plain sigkill cut nfs-restart}"
+runs="${JANUS_NFS_RUNS:-plain sigkill cut nfs-restart lease}"
+lease="${JANUS_NFS_LEASE:-15}"
 tokens="${JANUS_NFS_TOKENS:-60}"
 bin="${JANUS_NFS_BIN:-target/release/janus-registration}"
 if [ ! -x "$bin" ]; then
   say "building $bin"
   cargo build --release --locked >/dev/null 2>&1
 fi
+# The lease run's stalled admin: a debug build (its test hook), stripped.
+debug_bin="${JANUS_NFS_DEBUG_BIN:-target/debug/janus-registration}"
+if [[ " $runs " = *" lease "* ]] && [ ! -x "$debug_bin" ]; then
+  say "building $debug_bin"
+  cargo build --locked >/dev/null 2>&1
+fi
 work="$(mktemp -d /tmp/janus-nfs-XXXXXX)"
-teardown() { lab down; rm -rf "$work"; }
+prober=""
+teardown() {
+  if [ -n "$prober" ]; then kill "$prober" 2>/dev/null || true; fi
+  lab down
+  rm -rf "$work"
+}
 trap teardown EXIT
 
 "$bin" certs fleet --out "$work/fleet" --name "nfs lab" >/dev/null 2>&1
@@ -48,7 +69,9 @@ grep -q SKIPPED <<<"$out" && exit 0
 # replicas' user (uid 990 on every host) owns the share's directory.
 lab ssh nfs 'mkdir -p /srv/share && install -d -o 990 -g 990 -m 0700 /srv/share/jr &&
   echo "/srv/share 10.77.0.0/24(rw,sync,root_squash,no_subtree_check)" >/etc/exports &&
+  printf "[nfsd]\nlease-time='"$lease"'\ngrace-time='"$lease"'\n" >/etc/nfs.conf.d/lease.conf &&
   systemctl start nfs-server'
+say "NFS server: lease $(lab ssh nfs cat /proc/fs/nfsd/nfsv4leasetime) s, grace $(lab ssh nfs cat /proc/fs/nfsd/nfsv4gracetime) s"
 for host in a b; do
   lab ssh "$host" 'mkdir -p /mnt/share /opt/jr && mount -t nfs4 -o vers=4.2,hard 10.77.0.10:/srv/share /mnt/share'
   lab copy "$bin" "$host:/opt/jr/janus-registration"
@@ -58,6 +81,10 @@ for host in a b; do
   lab ssh "$host" 'mkdir -p /opt/jr/fleet' && for file in "$work"/fleet/*; do lab copy "$file" "$host:/opt/jr/fleet/"; done
   lab ssh "$host" 'chown -R janus:janus /opt/jr'
 done
+if [[ " $runs " = *" lease "* ]]; then
+  strip -o "$work/janus-registration-debug" "$debug_bin"
+  lab copy "$work/janus-registration-debug" a:/opt/jr/janus-registration-debug
+fi
 say "lab ready in $((SECONDS - started)) s: NFSv4.2 (hard, root_squash) from nfs, mounted on a and b"
 
 as_janus() { lab ssh "$1" "runuser -u janus -- $2"; }
@@ -69,19 +96,69 @@ serve() { # HOST STATE
     --rate-burst 100000000 --max-connections-per-source 0 --max-connections-per-network 0 \
     --maintenance-every 1s --reconcile-every 2s"
 }
-healthz() { curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "https://$1:8443/healthz" || true; }
+healthz() { inns curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "https://$1:8443/healthz" || true; }
 wait_healthy() { # ADDR
   for _ in $(seq 120); do [ "$(healthz "$1")" = 200 ] && return; sleep 1; done
   say "$1 never healthy"; exit 1
 }
-uses() { as_janus a "sh -c 'ls $1/token-uses 2>/dev/null | grep -v -e \"^\\.\" -e \"\\.ca-\" | wc -l'"; }
+# The lease run's fault: a's admin stalls inside `tokens add` (the debug
+# build's hook: metadata read under the lock, not yet written), VM a is
+# frozen, b's admin adds a token of 3 uses and revokes a listed one (they
+# wait for the server to expire a's lease and its lock), a is thawed and
+# its edit let go: it must refuse, and b's edits stay.
+lease_fault() { # STATE
+  local state=$1 held=0 waited
+  token_a="nfs-lease-a-$RANDOM$RANDOM$RANDOM" token_b="nfs-lease-b-$RANDOM$RANDOM$RANDOM"
+  lab ssh a "touch /tmp/stall && rm -f /tmp/edit.rc && setsid -f sh -c 'runuser -u janus -- env \
+    JANUS_REGISTRATION_TEST_STALL_IN_TOKENS_EDIT=/tmp/stall /opt/jr/janus-registration-debug tokens add \
+    --state $state --token $token_a --uses 2 >/tmp/edit.out 2>&1; echo \$? >/tmp/edit.rc' </dev/null >/dev/null 2>&1"
+  # Held by a's admin: b cannot take the lock, three looks in a row.
+  for _ in $(seq 120); do
+    if as_janus b "flock -n $state/tokens.lock true" 2>/dev/null; then held=0; else held=$((held + 1)); fi
+    [ "$held" -ge 3 ] && break
+    sleep 1
+  done
+  [ "$held" -ge 3 ] || { say "lease: a's admin never held the tokens lock"; return 1; }
+  lab freeze a
+  local frozen=$SECONDS
+  as_janus b "/opt/jr/janus-registration tokens add --state $state --token $token_b --uses 3 --expires-in 1h" >/dev/null
+  waited=$((SECONDS - frozen))
+  as_janus b "/opt/jr/janus-registration tokens revoke --state $state $token_r" >/dev/null
+  say "lease: a frozen; b's tokens add got the lock after ${waited} s, then revoked a token"
+  # Frozen past the lease by 5 s at least (b's edits waited for it), then let go.
+  while [ $((SECONDS - frozen)) -lt $((lease + 5)) ]; do sleep 1; done
+  lab thaw a
+  lab ssh a 'rm -f /tmp/stall'
+  for _ in $(seq 120); do lab ssh a 'test -e /tmp/edit.rc' && break; sleep 1; done
+  lease_edit="rc $(lab ssh a 'cat /tmp/edit.rc'): $(lab ssh a 'tail -1 /tmp/edit.out')"
+  say "lease: a thawed after $((SECONDS - frozen)) s; its stalled tokens add: $lease_edit"
+}
+# Whether b's edits of the lease run held: its token's metadata (3 uses,
+# an expiry), the revoked token revoked, a's stalled add refused; then a's
+# admin runs the add again, and it lands.
+lease_check() { # STATE
+  local state=$1 hash_b bad=""
+  hash_b=$(printf %s "$token_b" | sha256sum | cut -c1-64)
+  [ "$(as_janus b "jq -r --arg h $hash_b '.[\$h].uses' $state/tokens.meta.json")" = 3 ] || bad="$bad b-meta-lost"
+  [ "$(as_janus b "jq -r --arg h $hash_b '.[\$h].expires_at != null' $state/tokens.meta.json")" = true ] || bad="$bad b-expiry-lost"
+  [ "$(as_janus b "sh -c 'ls $state/token-uses | grep -c revoked\$'")" = 1 ] || bad="$bad revoke-lost"
+  as_janus b "/opt/jr/janus-registration tokens list --state $state --json" | grep -q "$(printf %s "$token_r" | sha256sum | cut -c1-12)" \
+    && bad="$bad revoked-listed"
+  [[ "$lease_edit" = "rc 0"* ]] && bad="$bad stalled-add-not-refused"
+  as_janus a "/opt/jr/janus-registration tokens add --state $state --token $token_a --uses 2" >/dev/null || bad="$bad retry-failed"
+  echo "$bad"
+}
+uses() { as_janus a "sh -c 'ls $1/token-uses 2>/dev/null | grep -cE \"^[0-9a-f]{64}-[0-9]+\\\$\" || true'"; }
 
 failed=""
 for run in $runs; do
   state="/mnt/share/jr/state-$run"
   as_janus a "mkdir -m 0700 $state"
   for i in $(seq "$tokens"); do echo "nfs-$run-$i-$RANDOM$RANDOM"; done >"$work/tokens"
-  lab copy "$work/tokens" a:/opt/jr/tokens && lab ssh a 'chmod 0644 /opt/jr/tokens'
+  # One more listed, presented by no node: the lease run revokes it.
+  token_r="nfs-$run-revoked-$RANDOM$RANDOM$RANDOM"
+  { cat "$work/tokens"; echo "$token_r"; } >"$work/tokens-listed"
+  lab copy "$work/tokens-listed" a:/opt/jr/tokens && lab ssh a 'chmod 0644 /opt/jr/tokens'
   as_janus a "cp /opt/jr/tokens $state/tokens"
   serve a "$state"
   serve b "$state"
@@ -92,7 +169,7 @@ for run in $runs; do
   prober=$!
   t0=$SECONDS
   for host in a b; do
-    "$bin" agent swarm --addr "$(lab ip "$host"):8443" --fleet-root "$work/fleet/root.crt" \
+    inns "$bin" agent swarm --addr "$(lab ip "$host"):8443" --fleet-root "$work/fleet/root.crt" \
       --nodes "$tokens" --tokens "$work/tokens" --polls 0 --concurrency 8 \
       --json "$work/$host.json" >"$work/$host.log" 2>&1 &
     echo $! >"$work/$host.swarm"
@@ -105,6 +182,7 @@ for run in $runs; do
                serve b "$state" ;;
       cut) lab cut nfs; sleep 20; lab heal nfs ;;
       nfs-restart) lab service nfs restart nfs-server ;;
+      lease) lease_fault "$state" || failed="$failed lease" ;;
     esac
     say "$run: fault at $((SECONDS - t0)) s"
   fi
@@ -116,19 +194,37 @@ for run in $runs; do
     [ "$(jq .uses_unadmitted <<<"$check_a")" = 0 ] && break
     sleep 1
   done
-  check_b=$(as_janus b "python3 /opt/jr/state-check.py $state")
   kill "$prober" 2>/dev/null || true
   wait "$prober" 2>/dev/null || true
+  prober=""
+  # A replica saying 503 at the end: where its threads wait, for the log.
+  for host in a b; do
+    if tail -1 "$work/health" | grep -q "$host=503"; then
+      say "$run: $host still 503 after the burst; its threads' kernel stacks:"
+      # shellcheck disable=SC2016 # expanded in the VM
+      lab ssh "$host" 'pid=$(systemctl show -p MainPID --value jr); for t in /proc/$pid/task/*; do
+        echo "$(cat $t/comm) $(cat $t/wchan): $(head -6 $t/stack | awk "{print \$2}" | tr "\n" " ")"; done | sort | uniq -c | sort -rn | head -8' || true
+      lab ssh "$host" "journalctl -u jr --no-pager | grep -v 'status=20[01]' | tail -5" || true
+    fi
+  done
   lab ssh a 'systemctl stop jr' || true
   lab ssh b 'systemctl stop jr' || true
-  answers=$(jq -s '[.[].announce.outcomes] | add // {} ' "$work/a.json" "$work/b.json" 2>/dev/null | jq -c . || echo '{}')
+  # Read with no writer left, on both hosts.
+  check_a=$(as_janus a "python3 /opt/jr/state-check.py $state")
+  check_b=$(as_janus b "python3 /opt/jr/state-check.py $state")
+  answers=$(jq -sc 'reduce (.[].announce.outcomes // {} | to_entries[]) as $e ({}; .[$e.key] += $e.value)' \
+    "$work/a.json" "$work/b.json" 2>/dev/null || echo '{}')
   five=$(jq '[to_entries[] | select(.key | test("^5")) | .value] | add // 0' <<<"$answers")
-  health=$(awk '{print $2, $3}' "$work/health" | sort | uniq -c | tr -s ' ' | tr '\n' ';')
-  say "$run: $((tokens * 2)) announcements ($tokens tokens each presented to a and to b) in ${elapsed} s; answers $answers; state on a $check_a; on b: $([ "$check_a" = "$check_b" ] && echo same || echo "$check_b"); /healthz each second:$health"
+  # The samples in order, runs of the same answer counted: "a=200 b=200 x5; ...".
+  health=$(awk '{ s = $2 " " $3; if (s != last && n) { printf "%s x%d; ", last, n; n = 0 } last = s; n++ }
+    END { if (n) printf "%s x%d", last, n }' "$work/health")
+  say "$run: $((tokens * 2)) announcements ($tokens tokens each presented to a and to b) in ${elapsed} s; answers $answers; state on a $check_a; on b: $([ "$check_a" = "$check_b" ] && echo same || echo "$check_b"); /healthz each second: $health"
   bad=$(jq -r 'to_entries[] | select((.key | IN("double","unparsable","torn_audit","uses_unadmitted","shared_names","meta_unparsable")) and .value > 0) | .key' <<<"$check_a")
   [ "$check_a" = "$check_b" ] || bad="$bad hosts-disagree"
   [ "$run" = plain ] && [ "$five" != 0 ] && bad="$bad 5xx"
   [ "$(jq .uses <<<"$check_a")" -le "$tokens" ] || bad="$bad more-uses-than-tokens"
+  [ "$run" = lease ] && bad="$bad $(lease_check "$state")"
+  bad=$(xargs <<<"$bad")
   [ -n "$bad" ] && { say "$run: FAILED: $bad"; failed="$failed $run"; }
 done
 [ -z "$failed" ] || { say "FAILED:$failed"; exit 1; }

@@ -6,14 +6,16 @@ mounted (run on each host as the user that owns it): prints one JSON line.
   (token-admitted records grouped by their ledger entry);
 - unparsable: records in nodes/ that do not parse (torn);
 - torn_audit: audit lines that do not parse;
-- uses: use markers in token-uses/; uses_unadmitted: markers whose node
-  has no token-admitted record;
+- uses: use markers in token-uses/ that a node spent (revoked_uses: those
+  `tokens revoke` filled); uses_unadmitted: markers whose node has no
+  token-admitted record;
 - shared_names: names other than the ledger's, claims, temp files and
   `tokens` that have a second link (the rename trap, docs/deploying.md);
 - meta_unparsable: tokens.meta.json present but not JSON.
 """
 import json
 import os
+import re
 import sys
 from collections import Counter
 
@@ -39,18 +41,25 @@ for name in os.listdir(os.path.join(state, "nodes")):
 out["double"] = sum(1 for n in claims.values() if n > 1)
 ledger = os.path.join(state, "token-uses")
 for name in os.listdir(ledger) if os.path.isdir(ledger) else []:
-    if name.startswith(".") or ".ca-" in name:
+    # A use is <mac>-<n>; <mac>.ca-<sha256> indexes it, <mac>.revoked revokes.
+    if not re.fullmatch(r"[0-9a-f]{64}-[0-9]+", name):
         continue
     out["uses"] += 1
+    with open(os.path.join(ledger, name), "rb") as f:
+        text = f.read().strip()
+    if text == b"revoked":
+        out["revoked_uses"] += 1  # `tokens revoke` fills the uses left
+        continue
     try:
-        with open(os.path.join(ledger, name), "rb") as f:
-            holder = json.load(f)
+        holder = json.loads(text)
     except ValueError:
         holder = {}
     if holder.get("id") not in admitted:
         out["uses_unadmitted"] += 1
 audit = os.path.join(state, "audit")
 for name in os.listdir(audit) if os.path.isdir(audit) else []:
+    if name.startswith("."):
+        continue  # a probe or temp file of a replica still running
     with open(os.path.join(audit, name), "rb") as f:
         for line in f:
             if not line.strip():
@@ -65,7 +74,10 @@ for root, _, files in os.walk(state):
         path = os.path.join(root, name)
         shared = (path.startswith(ledger + "/") or name.startswith(".claim-")
                   or name.startswith(".tmp-") or path == os.path.join(state, "tokens"))
-        st = os.lstat(path)
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            continue  # a temp file gone since the listing
         if not shared and st.st_nlink > 1 and not os.path.islink(path):
             out["shared_names"] += 1
 meta = os.path.join(state, "tokens.meta.json")

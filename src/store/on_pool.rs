@@ -200,7 +200,7 @@ impl AsyncStore {
                 // Only the probe that takes the one check's turn starts it.
                 if let Ok(turn) = self.health.checking.clone().try_lock_owned() {
                     let this = self.clone();
-                    tokio::spawn(async move { this.check_health_now(turn).await });
+                    tokio::spawn(async move { this.run_health_check(turn).await });
                 }
                 result
             }
@@ -218,9 +218,20 @@ impl AsyncStore {
         }
     }
 
+    /// A health check, awaited. It runs as a task of its own: a probe
+    /// whose client gives up (its timeout) drops this future, and a check
+    /// cancelled half-way would stay "running" for good, every `/healthz`
+    /// after it a 503 until a restart.
+    async fn check_health_now(&self, turn: tokio::sync::OwnedMutexGuard<()>) -> Health {
+        let this = self.clone();
+        tokio::spawn(async move { this.run_health_check(turn).await })
+            .await
+            .unwrap_or_else(|e| Err(Unhealthy(format!("the health check failed: {e}"))))
+    }
+
     /// A health check on the pool, its result kept, run while holding the
     /// one check's `turn`; while it runs, others answer the previous result.
-    async fn check_health_now(&self, turn: tokio::sync::OwnedMutexGuard<()>) -> Health {
+    async fn run_health_check(&self, turn: tokio::sync::OwnedMutexGuard<()>) -> Health {
         *self.health.running_since.lock().unwrap_or_else(|e| e.into_inner()) = Some(Instant::now());
         let cache = self.health.clone();
         let look = self.look_at_locality();

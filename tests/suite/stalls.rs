@@ -105,3 +105,53 @@ async fn a_stalled_health_check_is_said_after_its_time_in_virtual_time() {
     });
     assert!(opened, "the check never opened the FIFO");
 }
+
+/// A probe that gives up while it waits on a check (its client's timeout
+/// drops the request) leaves the check to finish: it is not left "running"
+/// for good, every later `/healthz` a 503.
+#[tokio::test(start_paused = true)]
+async fn a_probe_that_gives_up_on_a_check_does_not_leave_it_running_for_good() {
+    use janus_registration::store::{AsyncStore, HEALTH_STALL, Store};
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let store = AsyncStore::new(Store::open(&fx.state()).unwrap());
+    store.lay_out().await.unwrap();
+    assert!(store.health().await.is_ok(), "a first check, on a working state");
+    // The last result too old to answer with: the next probe waits on a check, which hangs on a FIFO.
+    tokio::time::advance(HEALTH_STALL + Duration::from_secs(1)).await;
+    let tokens = fx.state().join("tokens");
+    std::fs::remove_file(&tokens).unwrap();
+    rustix::fs::mknodat(rustix::fs::CWD, &tokens, rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
+    // Polled once (the check starts), then dropped, as a request whose client went away.
+    let gave_up = tokio::select! {
+        biased;
+        answer = store.health() => Some(answer),
+        () = std::future::ready(()) => None,
+    };
+    assert!(gave_up.is_none(), "the probe waited on the hung check, and gave up");
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    let opened = wait_for(Duration::from_secs(10), || {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(&tokens)
+            .is_ok()
+    });
+    assert!(opened, "the check never opened the FIFO");
+    std::fs::remove_file(&tokens).unwrap();
+    fx.write_tokens("");
+    // The check, unless cancelled with its probe, finishes; the next probes say 200.
+    let mut healthy = false;
+    for _ in 0..1000 {
+        tokio::time::advance(HEALTH_STALL).await;
+        if store.health().await.is_ok() {
+            healthy = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(healthy, "still 503 10 s after the state works again: the cancelled check is taken as running");
+}

@@ -125,6 +125,17 @@ pub(super) struct MetaCache {
     pub(super) known: bool,
 }
 
+/// What an edit saw of `tokens.meta.json` when it read it under the lock:
+/// the name's identity (`None`: absent), taken before the read. Its write
+/// refuses once the name is another file: someone wrote it meanwhile,
+/// which the lock excludes unless this process lost it (an NFSv4 lease
+/// that expired while its host was stalled: the server gave the lock to
+/// another host), and writing would undo their edit. What is left is the
+/// moment between the check and the rename.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an edit's metadata write checks what its read saw"]
+pub(super) struct MetaSeen(Option<Stamp>);
+
 /// Why a token's metadata cannot be relied on now.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error(
@@ -242,6 +253,11 @@ impl Tokens {
     /// lock, so two processes never leave an older copy over a newer one;
     /// false when the lock is held (an edit under way writes the copy itself).
     fn keep_good_copy_if_unlocked(&self) -> bool {
+        // An edit in this process holds the lock through a file of its own:
+        // on NFS, whose `flock` is a POSIX lock, ours would be granted
+        // beside it and closing ours would drop the edit's lock for every
+        // host. So while this process edits, the lock file is not opened.
+        let Ok(_editing) = self.editing.try_lock() else { return false };
         let Ok(lock) = crate::durable::open_or_create(&self.lock_path, 0o600) else { return false };
         if lock.try_lock().is_err() {
             return false;
@@ -295,7 +311,35 @@ impl Tokens {
         }
     }
 
-    pub(super) fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>) -> io::Result<()> {
+    /// The metadata for an edit under the lock, with what the edit saw of
+    /// the file for [`Tokens::write_meta`] to check.
+    pub(super) fn read_meta_for_edit(&self) -> io::Result<(BTreeMap<String, TokenMeta>, MetaSeen)> {
+        let seen = self.meta_seen()?;
+        let meta = self.read_meta()?;
+        stall_in_tokens_edit();
+        Ok((meta, seen))
+    }
+
+    fn meta_seen(&self) -> io::Result<MetaSeen> {
+        match fs::symlink_metadata(&self.meta_path) {
+            Ok(meta) => Ok(MetaSeen(Some(Stamp::of(&meta)))),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(MetaSeen(None)),
+            Err(e) => Err(with_path(e, &self.meta_path)),
+        }
+    }
+
+    /// Writes the metadata an edit read as `seen` and changed, unless the
+    /// file is no longer what it read (see [`MetaSeen`]).
+    pub(super) fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>, seen: MetaSeen) -> io::Result<()> {
+        if self.meta_seen()? != seen {
+            return Err(with_path(
+                io::Error::other(
+                    "refusing: another process wrote it while this edit held the tokens lock (the lock was \
+                     lost: a stalled host whose NFS lease expired?); nothing written, run the edit again",
+                ),
+                &self.meta_path,
+            ));
+        }
         if meta.is_empty() && matches!(read_meta_at(&self.meta_path), Ok(None)) {
             self.keep_good_copy(meta);
             return Ok(());
@@ -318,6 +362,26 @@ impl Tokens {
         write_atomic(&self.meta_path, &bytes, 0o600)?;
         self.keep_good_copy(meta);
         Ok(())
+    }
+}
+
+/// A test hook: while the file `JANUS_REGISTRATION_TEST_STALL_IN_TOKENS_EDIT`
+/// names exists, an edit that has read the metadata under the lock waits
+/// before writing it, as a host frozen mid-edit does (the lab's lease
+/// run, scripts/replicas-on-nfs.sh). Read once; compiled into debug builds
+/// only: no release build reads it.
+#[cfg(not(debug_assertions))]
+fn stall_in_tokens_edit() {}
+
+#[cfg(debug_assertions)]
+fn stall_in_tokens_edit() {
+    static STALL_WHILE: std::sync::OnceLock<Option<PathBuf>> = std::sync::OnceLock::new();
+    let stall_while = STALL_WHILE
+        .get_or_init(|| std::env::var_os("JANUS_REGISTRATION_TEST_STALL_IN_TOKENS_EDIT").map(PathBuf::from));
+    if let Some(path) = stall_while {
+        while crate::durable::present(path).unwrap_or(false) {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 }
 

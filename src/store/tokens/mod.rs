@@ -123,7 +123,9 @@ pub struct Tokens {
     tidy: Mutex<Option<Vec<String>>>,
     tidy_wake: Condvar,
     /// One edit of the files at a time in this process (the flock is per
-    /// open file description, so threads need their own exclusion).
+    /// open file description, so threads need their own exclusion), and
+    /// one open file of `tokens.lock` at a time: on NFS the flock is a
+    /// POSIX lock, which closing any file of the lock's releases.
     editing: Mutex<()>,
 }
 
@@ -181,8 +183,8 @@ impl Tokens {
         let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let _lock = self.lock()?;
         self.refresh()?;
-        let mut meta = match self.read_meta() {
-            Ok(meta) => meta,
+        let (mut meta, seen) = match self.read_meta_for_edit() {
+            Ok(read) => read,
             Err(e) => {
                 self.note_meta_error(&e);
                 return Ok(0);
@@ -225,7 +227,7 @@ impl Tokens {
             }
         }
         if meta_changed {
-            self.write_meta(&meta)?;
+            self.write_meta(&meta, seen)?;
         }
         if under_way {
             self.listed().unswept = true;
@@ -253,11 +255,11 @@ impl Tokens {
         self.refuse_past_bound(text.len() as u64)?;
         let plain = TokenMeta { added_at: String::new(), added_by: String::new(), ..meta.clone() };
         if plain != TokenMeta::default() || !meta.added_by.is_empty() {
-            let mut book = self.read_meta()?;
+            let (mut book, seen) = self.read_meta_for_edit()?;
             for t in tokens {
                 book.insert(sha256_hex(t.as_bytes()), meta.clone());
             }
-            self.write_meta(&book)?;
+            self.write_meta(&book, seen)?;
         }
         append_durably(&self.path, text.as_bytes(), 0o600, true)
     }
@@ -375,19 +377,21 @@ impl Tokens {
         // Final whatever the metadata says: the ledger's `.revoked` mark
         // governs every use. Its entry goes with it while the metadata
         // reads (a sweep drops it later otherwise).
-        let mut meta = self.read_meta().ok();
+        let mut meta = self.read_meta_for_edit().ok();
         let uses = match &meta {
-            Some(meta) => meta.get(&sha256_hex(token.as_bytes())).cloned().unwrap_or_default().total_uses(),
+            Some((meta, _)) => {
+                meta.get(&sha256_hex(token.as_bytes())).cloned().unwrap_or_default().total_uses()
+            }
             None => self.meta_in_force(&token).0.total_uses(),
         };
         self.ledger.revoke(&self.ledger.mac(&token)?, uses)?;
         // Revoked from here on, durably: what follows is tidying, and its
         // failure (a full disk) must not say the revoke failed.
         let tidied = (|| {
-            if let Some(meta) = meta.as_mut()
+            if let Some((meta, seen)) = meta.as_mut()
                 && meta.remove(&sha256_hex(token.as_bytes())).is_some()
             {
-                self.write_meta(meta)?;
+                self.write_meta(meta, *seen)?;
             }
             self.blank_locked(std::slice::from_ref(&token))
         })();
@@ -538,5 +542,26 @@ mod tests {
         fs::write(dir.path().join(META_FILE), good).unwrap();
         assert!(matches!(fresh.offer("short").unwrap(), Offer::Valid { uses: 2, .. }));
         assert!(fresh.health().is_ok());
+    }
+
+    #[test]
+    fn an_edit_whose_lock_was_lost_writes_nothing_over_another_hosts_edit() {
+        let dir = tempfile::tempdir().unwrap();
+        let stalled = Tokens::new(dir.path());
+        stalled.add(&["first".into()], &TokenMeta { uses: Some(2), ..Default::default() }).unwrap();
+        // The stalled host read the metadata under a lock it then lost
+        // (here: never took), and another host edited meanwhile.
+        let (mut book, seen) = stalled.read_meta_for_edit().unwrap();
+        let other = Tokens::new(dir.path());
+        other.add(&["second".into()], &TokenMeta { uses: Some(3), ..Default::default() }).unwrap();
+        book.insert(sha256_hex(b"third"), TokenMeta::default());
+        let refused = stalled.write_meta(&book, seen).unwrap_err();
+        assert!(refused.to_string().contains("another process wrote it"), "{refused}");
+        let fresh = Tokens::new(dir.path());
+        assert!(matches!(fresh.offer("second").unwrap(), Offer::Valid { uses: 3, .. }), "its edit kept");
+        assert!(matches!(fresh.offer("first").unwrap(), Offer::Valid { uses: 2, .. }));
+        // What it read, written at once, is written: the fence is no lock of its own.
+        let (book, seen) = fresh.read_meta_for_edit().unwrap();
+        fresh.write_meta(&book, seen).unwrap();
     }
 }

@@ -138,7 +138,7 @@ impl Tokens {
             self.listed().unswept = true;
             return Ok(());
         }
-        let mut meta = self.read_meta()?;
+        let (mut meta, seen) = self.read_meta_for_edit()?;
         let mut done = Vec::new();
         for token in tokens {
             let uses = meta.get(&sha256_hex(token.as_bytes())).map_or(1, TokenMeta::total_uses);
@@ -155,7 +155,7 @@ impl Tokens {
             meta.remove(&sha256_hex(token.as_bytes()));
         }
         if meta.len() != before {
-            self.write_meta(&meta)?;
+            self.write_meta(&meta, seen)?;
         }
         Ok(())
     }
