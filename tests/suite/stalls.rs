@@ -82,8 +82,7 @@ async fn a_stalled_health_check_is_said_after_its_time_in_virtual_time() {
     store.lay_out().await.unwrap();
     assert!(store.health().await.is_ok(), "a first check, on a working state");
     let tokens = fx.state().join("tokens");
-    std::fs::remove_file(&tokens).unwrap();
-    rustix::fs::mknodat(rustix::fs::CWD, &tokens, rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
+    tokens_become_a_fifo(&tokens);
     // Past the last result's freshness: answered from it, a new check started (it hangs on the FIFO).
     tokio::time::advance(Duration::from_millis(1100)).await;
     assert!(store.health().await.is_ok(), "the last result, while the next check runs");
@@ -95,15 +94,7 @@ async fn a_stalled_health_check_is_said_after_its_time_in_virtual_time() {
     assert!(stalled.to_string().contains("has not finished a health check"), "{stalled}");
     // A writer opens the FIFO and closes it: the stuck check reads an empty
     // `tokens` and ends (the pool's thread is given back before the runtime goes).
-    let opened = wait_for(Duration::from_secs(10), || {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(&tokens)
-            .is_ok()
-    });
-    assert!(opened, "the check never opened the FIFO");
+    assert!(let_the_fifo_reader_go(&tokens), "the check never opened the FIFO");
 }
 
 /// A probe that gives up while it waits on a check (its client's timeout
@@ -120,8 +111,7 @@ async fn a_probe_that_gives_up_on_a_check_does_not_leave_it_running_for_good() {
     // The last result too old to answer with: the next probe waits on a check, which hangs on a FIFO.
     tokio::time::advance(HEALTH_STALL + Duration::from_secs(1)).await;
     let tokens = fx.state().join("tokens");
-    std::fs::remove_file(&tokens).unwrap();
-    rustix::fs::mknodat(rustix::fs::CWD, &tokens, rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
+    tokens_become_a_fifo(&tokens);
     // Polled once (the check starts), then dropped, as a request whose client went away.
     let gave_up = tokio::select! {
         biased;
@@ -132,15 +122,7 @@ async fn a_probe_that_gives_up_on_a_check_does_not_leave_it_running_for_good() {
     for _ in 0..10 {
         tokio::task::yield_now().await;
     }
-    let opened = wait_for(Duration::from_secs(10), || {
-        use std::os::unix::fs::OpenOptionsExt;
-        std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
-            .open(&tokens)
-            .is_ok()
-    });
-    assert!(opened, "the check never opened the FIFO");
+    assert!(let_the_fifo_reader_go(&tokens), "the check never opened the FIFO");
     std::fs::remove_file(&tokens).unwrap();
     fx.write_tokens("");
     // The check, unless cancelled with its probe, finishes; the next probes say 200.
@@ -154,4 +136,24 @@ async fn a_probe_that_gives_up_on_a_check_does_not_leave_it_running_for_good() {
         std::thread::sleep(Duration::from_millis(10));
     }
     assert!(healthy, "still 503 10 s after the state works again: the cancelled check is taken as running");
+}
+
+/// Replaces `tokens` with a FIFO: a check that reads it hangs until a
+/// writer opens it.
+fn tokens_become_a_fifo(tokens: &std::path::Path) {
+    std::fs::remove_file(tokens).unwrap();
+    rustix::fs::mknodat(rustix::fs::CWD, tokens, rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
+}
+
+/// Opens the FIFO for writing and closes it, once a reader has it open
+/// (within 10 s): the reader sees an empty file and goes on.
+fn let_the_fifo_reader_go(fifo: &std::path::Path) -> bool {
+    wait_for(Duration::from_secs(10), || {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(rustix::fs::OFlags::NONBLOCK.bits() as i32)
+            .open(fifo)
+            .is_ok()
+    })
 }
