@@ -44,12 +44,12 @@ for name in os.listdir(ledger) if os.path.isdir(ledger) else []:
     # A use is <mac>-<n>; <mac>.ca-<sha256> indexes it, <mac>.revoked revokes.
     if not re.fullmatch(r"[0-9a-f]{64}-[0-9]+", name):
         continue
-    out["uses"] += 1
     with open(os.path.join(ledger, name), "rb") as f:
         text = f.read().strip()
     if text == b"revoked":
         out["revoked_uses"] += 1  # `tokens revoke` fills the uses left
         continue
+    out["uses"] += 1
     try:
         holder = json.loads(text)
     except ValueError:
