@@ -195,8 +195,13 @@ async fn a_newer_format_appearing_under_a_running_server_stops_admissions() {
     let (client2, path, secret) = approved_node(&fx, server.addr).await;
     assert!(admits(&client, &certs::mint_node_ca("a").unwrap(), "token-a").await);
 
+    // `write` truncates before it writes, as an admin's `echo 3 >` does: a pass may
+    // read the file empty in between and refuse for that (fail closed) before it
+    // reads the 3, so wait for the reason, not the first 503.
     write(&fx.state().join(format::FILE), "3\n");
-    let health = eventually(|| get(&client, "/healthz", None), |a| a.status == 503).await;
+    let names_format_3 =
+        |a: &janus_registration::agent::http::Answer| a.status == 503 && a.text().contains("format 3");
+    let health = eventually(|| get(&client, "/healthz", None), names_format_3).await;
     assert_eq!(health.status, 503, "within a maintenance pass");
     assert!(json(&health)["reason"].as_str().unwrap().contains("format 3"), "{}", health.text());
     let refused =
