@@ -19,8 +19,10 @@
 # After each: the state read on a and on b (scripts/lib/state-check.py, as
 # the replicas' user): no token admits two nodes, no torn record or audit
 # line, every consumed use ends in an admitted record, no replaced name
-# with a second link, both hosts read the same; and `/healthz` of each
-# replica sampled through the fault. Prints one line per run; fails on a
+# with a second link, both hosts read the same; every node polls once at
+# the other host's replica, and each admitted in its answer must be given
+# the same trust there (asserted where that replica stays up: plain,
+# nfs-restart); and `/healthz` of each replica sampled through the fault. Prints one line per run; fails on a
 # broken invariant. SKIPPED where QEMU cannot run.
 #
 #   scripts/replicas-on-nfs.sh                    # every run, TOKENS=60
@@ -168,9 +170,11 @@ for run in $runs; do
   ( while :; do echo "$(date +%s) a=$(healthz 10.77.0.11) b=$(healthz 10.77.0.12)" >>"$work/health"; sleep 1; done ) &
   prober=$!
   t0=$SECONDS
+  # Each node polls once, at the other host's replica: its trust from either.
   for host in a b; do
-    inns "$bin" agent swarm --addr "$(lab ip "$host"):8443" --fleet-root "$work/fleet/root.crt" \
-      --nodes "$tokens" --tokens "$work/tokens" --polls 0 --concurrency 8 \
+    other=$([ "$host" = a ] && echo b || echo a)
+    inns "$bin" agent swarm --addr "$(lab ip "$host"):8443" --poll-addr "$(lab ip "$other"):8443" \
+      --fleet-root "$work/fleet/root.crt" --nodes "$tokens" --tokens "$work/tokens" --polls 1 --concurrency 8 \
       --json "$work/$host.json" >"$work/$host.log" 2>&1 &
     echo $! >"$work/$host.swarm"
   done
@@ -215,13 +219,18 @@ for run in $runs; do
   answers=$(jq -sc 'reduce (.[].announce.outcomes // {} | to_entries[]) as $e ({}; .[$e.key] += $e.value)' \
     "$work/a.json" "$work/b.json" 2>/dev/null || echo '{}')
   five=$(jq '[to_entries[] | select(.key | test("^5")) | .value] | add // 0' <<<"$answers")
+  trust=$(jq -sr '"\(map(.admitted_in_answer) | add) admitted in their answer, \(map(.admitted_untrusted_in_poll) | add) of them not given it"' \
+    "$work/a.json" "$work/b.json" 2>/dev/null || echo "no report")
   # The samples in order, runs of the same answer counted: "a=200 b=200 x5; ...".
   health=$(awk '{ s = $2 " " $3; if (s != last && n) { printf "%s x%d; ", last, n; n = 0 } last = s; n++ }
     END { if (n) printf "%s x%d", last, n }' "$work/health")
-  say "$run: $((tokens * 2)) announcements ($tokens tokens each presented to a and to b) in ${elapsed} s; answers $answers; state on a $check_a; on b: $([ "$check_a" = "$check_b" ] && echo same || echo "$check_b"); /healthz each second: $health"
+  say "$run: $((tokens * 2)) announcements ($tokens tokens each presented to a and to b) in ${elapsed} s; answers $answers; trust polled at the other replica: $trust; state on a $check_a; on b: $([ "$check_a" = "$check_b" ] && echo same || echo "$check_b"); /healthz each second: $health"
   bad=$(jq -r 'to_entries[] | select((.key | IN("double","unparsable","torn_audit","uses_unadmitted","shared_names","meta_unparsable")) and .value > 0) | .key' <<<"$check_a")
   [ "$check_a" = "$check_b" ] || bad="$bad hosts-disagree"
   [ "$run" = plain ] && [ "$five" != 0 ] && bad="$bad 5xx"
+  # Where the replica polled stays up (not killed, frozen or cut off), every
+  # node admitted in its answer is given the same trust by it.
+  [[ " plain nfs-restart " = *" $run "* ]] && [[ "$trust" != *" 0 of them not given it" ]] && bad="$bad untrusted-at-the-other-replica"
   [ "$(jq .uses <<<"$check_a")" -le "$tokens" ] || bad="$bad more-uses-than-tokens"
   [ "$run" = lease ] && bad="$bad $(lease_check "$state")"
   bad=$(xargs <<<"$bad")

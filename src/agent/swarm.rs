@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use super::AgentError;
 use super::http::{Endpoint, Request};
-use crate::protocol::{AnnounceAnswer, AnnounceRequest, PROTOCOL};
+use crate::protocol::{AnnounceAnswer, AnnounceRequest, PROTOCOL, Trust};
 
 /// The `agent swarm` settings, the one type of them: the command line's,
 /// and what [`run`] takes (files by path, read by [`run_command`]).
@@ -24,6 +24,10 @@ pub struct SwarmArgs {
     /// The endpoint, host:port.
     #[arg(long)]
     pub addr: String,
+    /// Poll this endpoint instead of `--addr`: another replica on the same
+    /// state, which must hand every admitted node the same trust.
+    #[arg(long)]
+    pub poll_addr: Option<String>,
     /// The fleet root the nodes check the endpoint with (fleet mode, SNI controller.fleet.janus).
     #[arg(long)]
     pub fleet_root: PathBuf,
@@ -85,6 +89,10 @@ pub struct Report {
     pub poll: Option<Phase>,
     /// Announcements answered `admitted`.
     pub admitted_in_answer: usize,
+    /// Of those, the nodes none of whose polls was handed the trust their
+    /// answer carried (with `--polls`; 0 unless the endpoint polled lost an
+    /// admission).
+    pub admitted_untrusted_in_poll: usize,
 }
 
 impl Report {
@@ -98,6 +106,12 @@ impl Report {
                     p.requests, p.seconds, p.per_second, p.p50_ms, p.p90_ms, p.p99_ms, p.max_ms, p.outcomes
                 ));
             }
+        }
+        if self.poll.is_some() {
+            out.push_str(&format!(
+                "admitted  {} in their answer, {} of them never given the trust when polled\n",
+                self.admitted_in_answer, self.admitted_untrusted_in_poll
+            ));
         }
         out
     }
@@ -219,6 +233,10 @@ pub async fn run(
     tokens: &[SecretString],
 ) -> Result<Report, AgentError> {
     let endpoint = Endpoint::new(&config.addr, fleet_root_pem, b"")?;
+    let poll_endpoint = match &config.poll_addr {
+        Some(addr) => Endpoint::new(addr, fleet_root_pem, b"")?,
+        None => endpoint.clone(),
+    };
     let total_polls = config.nodes * config.polls;
     if let Some(path) = config.only_get.clone() {
         let (poll, _) = drive(&endpoint, total_polls, config.concurrency, config.server_pid, move |_| {
@@ -277,17 +295,31 @@ pub async fn run(
                 .admit(Admitted::new(id, DecidedBy::Swarm, Some("swarm".into())))
                 .map_err(AgentError::approving(store.dir()))?;
         }
-        enrolled.push((answer.id, bodies[i].1.clone()));
+        enrolled.push((answer.id, bodies[i].1.clone(), answer.trust));
     }
     let mut report = Report { announce: Some(announce), admitted_in_answer, ..Default::default() };
     if !enrolled.is_empty() && config.polls > 0 {
         let enrolled = Arc::new(enrolled);
         let count = enrolled.len() * config.polls;
-        let (poll, _) = drive(&endpoint, count, config.concurrency, config.server_pid, move |i| {
-            let (id, secret) = &enrolled[i % enrolled.len()];
+        let for_poll = enrolled.clone();
+        let (poll, samples) = drive(&poll_endpoint, count, config.concurrency, config.server_pid, move |i| {
+            let (id, secret, _) = &for_poll[i % for_poll.len()];
             (format!("/register/{id}"), vec![("Authorization", format!("Bearer {secret}"))], None)
         })
         .await;
+        // A node admitted in its answer must be handed the same trust when it polls.
+        let mut trusted = vec![false; enrolled.len()];
+        for (i, sample) in samples.iter().enumerate() {
+            let (_, _, in_answer) = &enrolled[i % enrolled.len()];
+            let polled = sample.as_ref().filter(|s| s.outcome == "200");
+            let polled = polled.and_then(|s| serde_json::from_slice::<Trust>(&s.body).ok());
+            trusted[i % enrolled.len()] |= polled.is_some_and(|t| in_answer.as_ref() == Some(&t));
+        }
+        report.admitted_untrusted_in_poll = enrolled
+            .iter()
+            .zip(&trusted)
+            .filter(|((_, _, in_answer), trusted)| in_answer.is_some() && !**trusted)
+            .count();
         report.poll = Some(poll);
     }
     Ok(report)

@@ -100,3 +100,40 @@ fn swarm_reports_rates_and_writes_json() {
     assert_eq!(report["poll"]["outcomes"]["200"], 24, "every node approved or admitted gets its trust");
     fx.expect_tokens("");
 }
+
+#[test]
+fn swarm_polls_another_replica_and_says_who_was_not_given_the_trust() {
+    let fx = Fixture::new();
+    fx.write_tokens("r1 r2 r3\n");
+    let (announced_to, polled) = (Process::start(&fx.serve_args()), Process::start(&fx.serve_args()));
+    let tokens = fx.dir.path().join("swarm-tokens");
+    std::fs::write(&tokens, "r1\nr2\nr3\n").unwrap();
+    let json = fx.dir.path().join("report.json");
+    let root = fx.fleet_dir().join("root.crt");
+    let swarm = |poll_addr: String| {
+        cli_with(
+            Command::new(BIN)
+                .args(["agent", "swarm", "--addr", &announced_to.addr.to_string(), "--poll-addr", &poll_addr])
+                .args(["--fleet-root", root.to_str().unwrap(), "--nodes", "5", "--polls", "1"])
+                .args(["--tokens", tokens.to_str().unwrap(), "--json", json.to_str().unwrap()]),
+        )
+    };
+    let (ok, stdout, stderr) = swarm(polled.addr.to_string());
+    assert!(ok, "{stdout} {stderr}");
+    assert!(stdout.contains("3 in their answer, 0 of them never given the trust"), "{stdout}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["admitted_in_answer"], 3);
+    assert_eq!(report["poll"]["outcomes"]["200"], 3, "the other replica hands the trust: {report}");
+    assert_eq!(report["poll"]["outcomes"]["202"], 2, "and holds the tokenless: {report}");
+    assert_eq!(report["admitted_untrusted_in_poll"], 0);
+
+    // Polled where nothing answers, the admitted are said to be without trust.
+    fx.write_tokens("r4 r5 r6\n");
+    std::fs::write(&tokens, "r4\nr5\nr6\n").unwrap();
+    let nowhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let (ok, stdout, stderr) = swarm(nowhere.to_string());
+    assert!(ok, "{stdout} {stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["admitted_in_answer"], 3, "{report}");
+    assert_eq!(report["admitted_untrusted_in_poll"], 3, "{report}");
+}
