@@ -21,13 +21,8 @@ filter="${1:-}"
 cd "$(dirname "$0")/.."
 
 skip() { echo "replicas-on-gluster: SKIPPED: $*"; exit 0; }
-[ "$(id -u)" = 0 ] || skip "not root"
-[ -e /dev/fuse ] || skip "no /dev/fuse"
-if ! command -v glusterd >/dev/null 2>&1 || ! command -v mount.glusterfs >/dev/null 2>&1; then
-  echo "replicas-on-gluster: installing glusterfs-server glusterfs-client"
-  { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq glusterfs-server glusterfs-client; } \
-    >/dev/null 2>&1 || skip "cannot install GlusterFS"
-fi
+# shellcheck source=scripts/lib/gluster.sh
+. scripts/lib/gluster.sh
 # 'volume create' refuses 127.0.0.1 as the brick host; this machine's name
 # works once it resolves: a line added to /etc/hosts for the run, marked,
 # and taken out again by the teardown.

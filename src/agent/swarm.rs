@@ -28,6 +28,10 @@ pub struct SwarmArgs {
     /// state, which must hand every admitted node the same trust.
     #[arg(long)]
     pub poll_addr: Option<String>,
+    /// Retry a poll answered 5xx or not at all, each second, for this long
+    /// after the polls began (as a node keeps polling through an outage).
+    #[arg(long, value_parser = crate::clock::parse_duration, default_value = "0s")]
+    pub poll_retry_for: Duration,
     /// The fleet root the nodes check the endpoint with (fleet mode, SNI controller.fleet.janus).
     #[arg(long)]
     pub fleet_root: PathBuf,
@@ -134,11 +138,15 @@ pub fn cpu_seconds(pid: u32) -> Option<f64> {
     Some(ticks / 100.0)
 }
 
+/// How long a retried request waits between tries.
+const RETRY_EVERY: Duration = Duration::from_secs(1);
+
 async fn drive<F>(
     endpoint: &Endpoint,
     count: usize,
     concurrency: usize,
     server_pid: Option<u32>,
+    retry_for: Duration,
     make: F,
 ) -> (Phase, Vec<Option<Sample>>)
 where
@@ -161,14 +169,21 @@ where
                     let (path, headers, body) = make(i);
                     let method = if body.is_some() { "POST" } else { "GET" };
                     let request = Request { method, path: &path, headers, body: body.as_deref() };
-                    let t = Instant::now();
-                    let sample = match endpoint.send(&request).await {
-                        Ok((answer, _)) => Sample {
-                            latency: t.elapsed(),
-                            outcome: answer.status.to_string(),
-                            body: answer.body,
-                        },
-                        Err(_) => Sample { latency: t.elapsed(), outcome: "error".into(), body: vec![] },
+                    let sample = loop {
+                        let t = Instant::now();
+                        let sample = match endpoint.send(&request).await {
+                            Ok((answer, _)) => Sample {
+                                latency: t.elapsed(),
+                                outcome: answer.status.to_string(),
+                                body: answer.body,
+                            },
+                            Err(_) => Sample { latency: t.elapsed(), outcome: "error".into(), body: vec![] },
+                        };
+                        let failed = sample.outcome == "error" || sample.outcome.starts_with('5');
+                        if !failed || started.elapsed() + RETRY_EVERY > retry_for {
+                            break sample;
+                        }
+                        tokio::time::sleep(RETRY_EVERY).await;
                     };
                     done.push((i, sample));
                 }
@@ -239,10 +254,11 @@ pub async fn run(
     };
     let total_polls = config.nodes * config.polls;
     if let Some(path) = config.only_get.clone() {
-        let (poll, _) = drive(&endpoint, total_polls, config.concurrency, config.server_pid, move |_| {
-            (path.clone(), vec![], None)
-        })
-        .await;
+        let (poll, _) =
+            drive(&endpoint, total_polls, config.concurrency, config.server_pid, Duration::ZERO, move |_| {
+                (path.clone(), vec![], None)
+            })
+            .await;
         return Ok(Report { poll: Some(poll), ..Default::default() });
     }
     // Minted before the clock starts: CA generation is the node's, not the endpoint's, cost.
@@ -265,7 +281,7 @@ pub async fn run(
     let bodies = Arc::new(bodies);
     let for_announce = bodies.clone();
     let (announce, samples) =
-        drive(&endpoint, config.nodes, config.concurrency, config.server_pid, move |i| {
+        drive(&endpoint, config.nodes, config.concurrency, config.server_pid, Duration::ZERO, move |i| {
             (
                 "/register".into(),
                 vec![("Content-Type", "application/json".into())],
@@ -302,11 +318,13 @@ pub async fn run(
         let enrolled = Arc::new(enrolled);
         let count = enrolled.len() * config.polls;
         let for_poll = enrolled.clone();
-        let (poll, samples) = drive(&poll_endpoint, count, config.concurrency, config.server_pid, move |i| {
-            let (id, secret, _) = &for_poll[i % for_poll.len()];
-            (format!("/register/{id}"), vec![("Authorization", format!("Bearer {secret}"))], None)
-        })
-        .await;
+        let retry_for = config.poll_retry_for;
+        let (poll, samples) =
+            drive(&poll_endpoint, count, config.concurrency, config.server_pid, retry_for, move |i| {
+                let (id, secret, _) = &for_poll[i % for_poll.len()];
+                (format!("/register/{id}"), vec![("Authorization", format!("Bearer {secret}"))], None)
+            })
+            .await;
         // A node admitted in its answer must be handed the same trust when it polls.
         let mut trusted = vec![false; enrolled.len()];
         for (i, sample) in samples.iter().enumerate() {

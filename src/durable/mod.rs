@@ -7,7 +7,7 @@
 
 use std::fs::{self, File, OpenOptions};
 use std::io::{self, Write};
-use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 
 pub mod group;
@@ -25,7 +25,6 @@ static OWNER: std::sync::OnceLock<(u32, u32)> = std::sync::OnceLock::new();
 /// belongs to someone else (an admin command under sudo). Returns the
 /// owner adopted, if any.
 pub fn create_as_owner_of(dir: &Path) -> io::Result<Option<(u32, u32)>> {
-    use std::os::unix::fs::MetadataExt;
     if !rustix::process::geteuid().is_root() {
         return Ok(None);
     }
@@ -409,15 +408,21 @@ impl Presence {
 /// over, and on NFS and GlusterFS a client may go on resolving a name to
 /// the old file after another host renamed over it, for as long as that
 /// file lives on through a second link (docs/deploying.md "Several
-/// replicas": the rename trap). Checked in debug builds; the tests walk
-/// the state after their bursts for any such name.
+/// replicas": the rename trap). Refused otherwise, in every build, and
+/// when `from` cannot be looked at: a write that failed half-way on a
+/// network filesystem (a temp name it could not remove, partitioned from
+/// GlusterFS's other bricks) leaves a second name no code path expected.
+/// The tests walk the state after their bursts for any such name.
 pub fn rename_durably(from: &Path, to: &Path) -> io::Result<()> {
-    debug_assert!(
-        fs::symlink_metadata(from).map_or(true, |m| std::os::unix::fs::MetadataExt::nlink(&m) == 1),
-        "{} has a second link: renamed to {}, a rename over it may go unseen on another host",
-        from.display(),
-        to.display()
-    );
+    let links = fs::symlink_metadata(from).map_err(|e| with_path(e, from))?.nlink();
+    if links != 1 {
+        let why = format!(
+            "has {links} links: not renamed to {} (a rename over a file that lives on through a second \
+             name may go unseen on another host)",
+            to.display()
+        );
+        return Err(with_path(io::Error::other(why), from));
+    }
     #[expect(clippy::disallowed_methods, reason = "the durable rename itself: the fsync follows")]
     fs::rename(from, to).map_err(|e| with_path(e, to))?;
     sync_dir(parent_of(to)).map_err(|e| with_path(e, to))
@@ -534,6 +539,24 @@ mod tests {
         let again = with_path(error, Path::new("/state"));
         assert_eq!(os_error(&again), Some(28));
         assert!(again.to_string().starts_with("/state: /state/nodes/x.json: "), "{again}");
+    }
+
+    /// A file with a second name is never renamed into place (the rename
+    /// trap), nor one that cannot be looked at; one name alone is.
+    #[test]
+    fn a_file_with_a_second_link_is_not_renamed_into_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let (claim, leftover, record) =
+            (dir.path().join(".claim-a"), dir.path().join(".tmp-a"), dir.path().join("a.json"));
+        assert!(create_exclusive(&claim, b"{}", 0o600).unwrap());
+        assert!(link_new(&claim, &leftover).unwrap());
+        let refused = rename_durably(&claim, &record).unwrap_err();
+        assert!(refused.to_string().contains("has 2 links: not renamed"), "{refused}");
+        assert!(!present(&record).unwrap(), "nothing renamed");
+        assert!(rename_durably(&dir.path().join("missing"), &record).is_err(), "fails closed");
+        fs::remove_file(&leftover).unwrap();
+        rename_durably(&claim, &record).unwrap();
+        assert_eq!(fs::read(&record).unwrap(), b"{}");
     }
 
     #[test]

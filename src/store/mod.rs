@@ -385,13 +385,27 @@ impl Store {
     /// Makes what is missing of the directory and its subdirectories; what it made.
     fn make_missing(&self) -> io::Result<Vec<PathBuf>> {
         let mut made = Vec::new();
-        for sub in std::iter::once(self.dir.clone()).chain(SUBDIRS.iter().map(|s| self.dir.join(s))) {
-            if !sub.is_dir() {
-                durable::ensure_private_dir(&sub)?;
-                made.push(sub);
-            }
+        if !self.dir.is_dir() {
+            durable::ensure_private_dir(&self.dir)?;
+            made.push(self.dir.clone());
         }
-        Ok(made)
+        let subdirs = || SUBDIRS.iter().map(|s| self.dir.join(s));
+        if subdirs().all(|sub| sub.is_dir()) {
+            return Ok(made);
+        }
+        // Made under the tokens lock, and looked for again under it: on
+        // GlusterFS (10.3, replica 3) three hosts making the same new
+        // directory at once left one brick holding it under another gfid,
+        // EIO on two mounts of three for good (docs/deploying.md).
+        self.tokens.while_locked(|| {
+            for sub in subdirs() {
+                if !sub.is_dir() {
+                    durable::ensure_private_dir(&sub)?;
+                    made.push(sub);
+                }
+            }
+            Ok(made)
+        })
     }
 
     /// [`write_atomic`], making the layout again when a directory went missing.
@@ -583,6 +597,26 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Replicas starting at once on a new state directory make its
+    /// subdirectories one at a time: while another process holds the tokens
+    /// lock, nothing is made; once it lets go, everything is.
+    #[test]
+    fn missing_subdirectories_are_made_under_the_tokens_lock() {
+        let dir = tempfile::tempdir().unwrap();
+        let held = durable::open_or_create(&dir.path().join(tokens::LOCK_FILE), 0o600).unwrap();
+        held.lock().unwrap();
+        let store = Store::at(dir.path());
+        let making = std::thread::spawn(move || store.make_missing().map(|made| made.len()));
+        // A negative can only be looked at for a while: long enough for a
+        // mkdir that did not wait to show.
+        std::thread::sleep(std::time::Duration::from_millis(300));
+        assert!(!making.is_finished(), "waits for the lock");
+        assert!(fs::symlink_metadata(dir.path().join("nodes")).is_err(), "made nothing meanwhile");
+        drop(held);
+        assert_eq!(making.join().unwrap().unwrap(), SUBDIRS.len());
+        assert!(SUBDIRS.iter().all(|s| dir.path().join(s).is_dir()));
+    }
 
     /// Records as the reference writes them (`json.dump(value, f,
     /// indent=2)`) and as earlier versions of ours did (our fields after

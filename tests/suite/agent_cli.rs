@@ -1,6 +1,7 @@
 //! The `agent` and `agent swarm` commands as a user runs them.
 
 use std::process::Command;
+use std::time::Duration;
 
 use crate::common::*;
 
@@ -136,4 +137,33 @@ fn swarm_polls_another_replica_and_says_who_was_not_given_the_trust() {
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["admitted_in_answer"], 3, "{report}");
     assert_eq!(report["admitted_untrusted_in_poll"], 3, "{report}");
+}
+
+#[test]
+fn swarm_keeps_polling_through_an_outage_when_told_to() {
+    let fx = Fixture::new();
+    fx.write_tokens("q1 q2\n");
+    let server = Process::start(&fx.serve_args());
+    let tokens = fx.dir.path().join("swarm-tokens");
+    std::fs::write(&tokens, "q1\nq2\n").unwrap();
+    let json = fx.dir.path().join("report.json");
+    // The replica polled is not up yet: nothing listens on its port.
+    let later = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
+    let mut swarm = Command::new(BIN)
+        .args(["agent", "swarm", "--addr", &server.addr.to_string(), "--poll-addr", &later.to_string()])
+        .args(["--fleet-root", fx.fleet_dir().join("root.crt").to_str().unwrap(), "--nodes", "2"])
+        .args(["--polls", "1", "--poll-retry-for", "60s", "--tokens", tokens.to_str().unwrap()])
+        .args(["--json", json.to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    assert!(wait_for(Duration::from_secs(30), || records(&fx.state()).len() == 2), "both announced");
+    let mut args = fx.serve_args();
+    args[2] = later.to_string();
+    let _polled = Process::start(&args);
+    assert!(swarm.wait().unwrap().success());
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    assert_eq!(report["admitted_in_answer"], 2, "{report}");
+    assert_eq!(report["poll"]["outcomes"]["200"], 2, "each poll retried until it was answered: {report}");
+    assert_eq!(report["admitted_untrusted_in_poll"], 0, "{report}");
 }

@@ -412,6 +412,14 @@ impl Tokens {
         }
     }
 
+    /// `work`, done holding the cross-process lock (and this process's
+    /// `editing`): for what other hosts must not do at the same time.
+    pub fn while_locked<T>(&self, work: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
+        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
+        let _lock = self.lock()?;
+        work()
+    }
+
     /// The cross-process lock on edits of the files, held until the
     /// returned file is dropped.
     pub fn lock(&self) -> io::Result<File> {
