@@ -111,10 +111,14 @@ wait_healthy() { # ADDR
 lease_fault() { # STATE
   local state=$1 held=0 waited
   token_a="nfs-lease-a-$RANDOM$RANDOM$RANDOM" token_b="nfs-lease-b-$RANDOM$RANDOM$RANDOM"
-  lab ssh a "touch /tmp/stall && rm -f /tmp/edit.rc && setsid -f sh -c 'runuser -u janus -- env \
+  lab ssh a "touch /tmp/stall && rm -f /tmp/edit.rc /tmp/stall.reached && setsid -f sh -c 'runuser -u janus -- env \
     JANUS_REGISTRATION_TEST_STALL_IN_TOKENS_EDIT=/tmp/stall /opt/jr/janus-registration-debug tokens add \
     --state $state --token $token_a --uses 2 >/tmp/edit.out 2>&1; echo \$? >/tmp/edit.rc' </dev/null >/dev/null 2>&1"
-  # Held by a's admin: b cannot take the lock, three looks in a row.
+  # Held by a's admin: its edit says it reached the stall (under the lock;
+  # a replica's own short edit may hold the lock too, so that alone is not
+  # proof), then b cannot take the lock, three looks in a row.
+  for _ in $(seq 120); do lab ssh a 'test -e /tmp/stall.reached' && break; sleep 1; done
+  lab ssh a 'test -e /tmp/stall.reached' || { say "lease: a's admin never reached its stall"; return 1; }
   for _ in $(seq 120); do
     if as_janus b "flock -n $state/tokens.lock true" 2>/dev/null; then held=0; else held=$((held + 1)); fi
     [ "$held" -ge 3 ] && break

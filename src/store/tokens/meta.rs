@@ -367,7 +367,7 @@ impl Tokens {
 
 /// A test hook: while the file `JANUS_REGISTRATION_TEST_STALL_IN_TOKENS_EDIT`
 /// names exists, an edit that has read the metadata under the lock waits
-/// before writing it, as a host frozen mid-edit does (the lab's lease
+/// before writing it (having made `<that file>.reached`), as a host frozen mid-edit does (the lab's lease
 /// run, scripts/replicas-on-nfs.sh). Read once; compiled into debug builds
 /// only: no release build reads it.
 #[cfg(not(debug_assertions))]
@@ -379,6 +379,10 @@ fn stall_in_tokens_edit() {
     let stall_while = STALL_WHILE
         .get_or_init(|| std::env::var_os("JANUS_REGISTRATION_TEST_STALL_IN_TOKENS_EDIT").map(PathBuf::from));
     if let Some(path) = stall_while {
+        // Said where the harness can see it: the edit holds the lock now.
+        let mut reached = path.clone().into_os_string();
+        reached.push(".reached");
+        let _ = crate::durable::write_atomic(std::path::Path::new(&reached), b"", 0o644);
         while crate::durable::present(path).unwrap_or(false) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
