@@ -397,15 +397,14 @@ impl Store {
         // GlusterFS (10.3, replica 3) three hosts making the same new
         // directory at once left one brick holding it under another gfid,
         // EIO on two mounts of three for good (docs/deploying.md).
-        self.tokens.while_locked(|| {
-            for sub in subdirs() {
-                if !sub.is_dir() {
-                    durable::ensure_private_dir(&sub)?;
-                    made.push(sub);
-                }
+        let _locked = self.tokens.lock()?;
+        for sub in subdirs() {
+            if !sub.is_dir() {
+                durable::ensure_private_dir(&sub)?;
+                made.push(sub);
             }
-            Ok(made)
-        })
+        }
+        Ok(made)
     }
 
     /// [`write_atomic`], making the layout again when a directory went missing.

@@ -30,7 +30,7 @@
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex};
+use std::sync::{Condvar, Mutex, MutexGuard};
 
 use serde::Serialize;
 
@@ -180,8 +180,7 @@ impl Tokens {
     /// briefly dangling). While the metadata cannot be read, nothing is
     /// swept. Returns how many expired.
     pub fn sweep(&self, audit: &Audit, now: i64) -> crate::store::StoreResult<usize> {
-        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
-        let _lock = self.lock()?;
+        let _locked = self.lock()?;
         self.refresh()?;
         let (mut meta, seen) = match self.read_meta_for_edit() {
             Ok(read) => read,
@@ -241,8 +240,7 @@ impl Tokens {
     /// Appends new tokens, their metadata written first so a token never
     /// appears without its expiry (absent metadata: one use, no expiry).
     pub fn add(&self, tokens: &[String], meta: &TokenMeta) -> io::Result<()> {
-        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
-        let _lock = self.lock()?;
+        let _locked = self.lock()?;
         self.refuse_reuse(tokens)?;
         let mut text = String::new();
         if !ends_with_newline(&self.path)? {
@@ -336,8 +334,7 @@ impl Tokens {
     /// lists it admits nobody, whatever its metadata says or fails to say),
     /// then its bytes are blanked. Returns the token's fingerprint.
     pub fn revoke(&self, key: &str) -> io::Result<String> {
-        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
-        let _lock = self.lock()?;
+        let _locked = self.lock()?;
         self.refresh()?;
         let order = self.listed_in_order();
         let token = if order.iter().any(|t| t == key) {
@@ -412,21 +409,24 @@ impl Tokens {
         }
     }
 
-    /// `work`, done holding the cross-process lock (and this process's
-    /// `editing`): for what other hosts must not do at the same time.
-    pub fn while_locked<T>(&self, work: impl FnOnce() -> io::Result<T>) -> io::Result<T> {
-        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
-        let _lock = self.lock()?;
-        work()
-    }
-
-    /// The cross-process lock on edits of the files, held until the
-    /// returned file is dropped.
-    pub fn lock(&self) -> io::Result<File> {
+    /// The lock on edits of the files, held until the guard drops: this
+    /// process's `editing` first (threads share the flock's open file
+    /// description), then the cross-process flock on `tokens.lock`. No
+    /// edit takes one without the other.
+    pub fn lock(&self) -> io::Result<EditLock<'_>> {
+        let editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let file = crate::durable::open_or_create(&self.lock_path, 0o600)?;
         file.lock().map_err(|e| with_path(e, &self.lock_path))?;
-        Ok(file)
+        Ok(EditLock { _file: file, _editing: editing })
     }
+}
+
+/// Both locks of an edit of the token files ([`Tokens::lock`]). The file
+/// is declared first so it drops first: the flock is released while this
+/// process still excludes its other threads, which then open their own.
+pub struct EditLock<'a> {
+    _file: File,
+    _editing: MutexGuard<'a, ()>,
 }
 
 /// The first 6 characters, then an ellipsis: enough to tell tokens apart.

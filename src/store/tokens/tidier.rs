@@ -132,8 +132,7 @@ impl Tokens {
     /// took for a one-use token while the file was broken, say), and a
     /// token with a use left keeps its bytes and its metadata.
     pub(super) fn blank_spent(&self, tokens: &[String]) -> crate::store::StoreResult<()> {
-        let _editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
-        let _lock = self.lock()?;
+        let _locked = self.lock()?;
         if self.meta_unreadable().is_some() {
             self.listed().unswept = true;
             return Ok(());
