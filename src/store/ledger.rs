@@ -23,6 +23,7 @@
 //! that fails after its claim is finished later, never undone. Counting
 //! uses is a bisection, never a loop over them.
 
+use std::collections::HashMap;
 use std::fs;
 use std::io::{self, Read};
 use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
@@ -44,6 +45,17 @@ pub const LEDGER_DIR: &str = "token-uses";
 pub const KEY_FILE: &str = "token-uses.key";
 /// What a marker filled by `tokens revoke` holds instead of a node id.
 const REVOKED: &str = "revoked";
+/// Up to how many tokens [`Ledger::maybe_all_used`] looks each up rather
+/// than listing the ledger: a few lookups each against a listing of every
+/// use ever recorded.
+pub const LOOKUPS_UP_TO: usize = 512;
+
+/// `token`'s name in the ledger under `key`.
+fn mac_under(key: &[u8; 32], token: &str) -> Mac {
+    let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(key).expect("HMAC takes a key of any length");
+    mac.update(token.as_bytes());
+    Mac(crate::pki::hex(&mac.finalize().into_bytes()))
+}
 
 /// A token as the ledger names it: hex HMAC-SHA256 under the state's key.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -92,10 +104,53 @@ impl Ledger {
 
     /// The ledger's name for `token`.
     pub fn mac(&self, token: &str) -> io::Result<Mac> {
+        Ok(mac_under(&self.key()?, token))
+    }
+
+    /// [`Ledger::mac`] of each of `tokens`, the key read once.
+    pub fn macs<'t>(&self, tokens: impl IntoIterator<Item = &'t str>) -> io::Result<Vec<Mac>> {
         let key = self.key()?;
-        let mut mac = <Hmac<Sha256> as KeyInit>::new_from_slice(&key).map_err(io::Error::other)?;
-        mac.update(token.as_bytes());
-        Ok(Mac(crate::pki::hex(&mac.finalize().into_bytes())))
+        Ok(tokens.into_iter().map(|t| mac_under(&key, t)).collect())
+    }
+
+    /// For each `(mac, uses)`, whether the ledger may hold all its uses
+    /// (revoked, or its last use recorded): what a sweep asks of every
+    /// listed token before it looks closer ([`Ledger::spent_for_good`]).
+    /// Up to [`LOOKUPS_UP_TO`] tokens, by lookups; more, by one listing of
+    /// the directory, which costs what the ledger holds instead of a few
+    /// lookups per token (a sweep of a 100,000-token file took a core for
+    /// seconds under a burst). A marker made after the listing is missed:
+    /// the token is then taken for not spent yet and stays listed until a
+    /// later sweep, never the other way (markers are never removed). A
+    /// listing that fails refuses the sweep.
+    pub fn maybe_all_used(&self, tokens: &[(Mac, u32)]) -> io::Result<Vec<bool>> {
+        if tokens.len() <= LOOKUPS_UP_TO {
+            return Ok(tokens
+                .iter()
+                .map(|(mac, uses)| self.used(mac, *uses) >= (*uses).min(MAX_USES))
+                .collect());
+        }
+        let mut wanted: HashMap<&str, Vec<usize>> = HashMap::with_capacity(tokens.len());
+        for (at, (mac, _)) in tokens.iter().enumerate() {
+            wanted.entry(mac.as_str()).or_default().push(at);
+        }
+        let mut all_used = vec![false; tokens.len()];
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(all_used),
+            Err(e) => return Err(with_path(e, &self.dir)),
+        };
+        for entry in entries {
+            let name = entry.map_err(|e| with_path(e, &self.dir))?.file_name();
+            let Some((mac, rest)) = name.to_str().and_then(|n| n.split_at_checked(64)) else { continue };
+            let Some(ats) = wanted.get(mac) else { continue };
+            for &at in ats {
+                let last = tokens[at].1.min(MAX_USES);
+                let last_use = rest.strip_prefix('-').and_then(|n| n.parse::<u32>().ok()) == Some(last);
+                all_used[at] |= last_use || rest == ".revoked";
+            }
+        }
+        Ok(all_used)
     }
 
     /// [`Ledger::mac`] once the ledger has its key; `None` before: then no
@@ -427,5 +482,40 @@ mod tests {
         let other = ledger.mac("other").unwrap();
         assert_eq!(ledger.first_free(&other, u32::MAX), 1, "no overflow, bounded");
         assert_eq!(ledger.used(&other, MAX_USES), 0);
+    }
+
+    #[test]
+    fn a_listing_and_lookups_agree_on_which_tokens_may_be_spent() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        let record = dir.path().join("record.json");
+        fs::write(&record, "{}").unwrap();
+        let names: Vec<String> = (0..LOOKUPS_UP_TO + 100).map(|i| format!("token-{i}")).collect();
+        let macs = ledger.macs(names.iter().map(String::as_str)).unwrap();
+        assert_eq!(macs[7], ledger.mac("token-7").unwrap(), "one key read or many, the same names");
+        // 0: one use, spent; 1: three uses, one spent; 2: two uses, both
+        // spent; 3: revoked, nothing spent; 4: more uses than a token can
+        // have, the most there are spent (a bisection of a few lookups).
+        let uses = |i: usize| [1, 3, 2, 5, MAX_USES + 9].get(i).copied().unwrap_or(1);
+        for (i, n) in [(0, 1), (1, 1), (2, 1), (2, 2)] {
+            assert!(ledger.claim(&macs[i], n, &record, None).unwrap());
+        }
+        ledger.revoke(&macs[3], 5).unwrap();
+        for n in 1..=MAX_USES {
+            fs::hard_link(&record, ledger.marker(&macs[4], n)).unwrap();
+        }
+        let asked: Vec<(Mac, u32)> = macs.iter().enumerate().map(|(i, m)| (m.clone(), uses(i))).collect();
+        let listed = ledger.maybe_all_used(&asked).unwrap();
+        let looked_up: Vec<bool> =
+            asked.iter().map(|one| ledger.maybe_all_used(std::slice::from_ref(one)).unwrap()[0]).collect();
+        assert_eq!(listed, looked_up);
+        assert_eq!(&listed[..6], [true, false, true, true, true, false]);
+        assert_eq!(listed.iter().filter(|m| **m).count(), 4);
+        // The same token asked twice is answered twice.
+        let twice = [asked[0].clone(), asked[0].clone()];
+        assert_eq!(
+            ledger.maybe_all_used(&[&twice[..], &asked[..LOOKUPS_UP_TO]].concat()).unwrap()[..2],
+            [true, true]
+        );
     }
 }

@@ -195,30 +195,40 @@ impl Tokens {
         let mut expired = 0;
         let mut under_way = false;
         let mut meta_changed = false;
+        let mut unexpired = Vec::new();
         for token in &listed {
             let hash = sha256_hex(token.as_bytes());
-            let entry = meta.get(&hash).cloned().unwrap_or_default();
-            if entry.expired(now) {
-                if !entry.expiry_audited {
-                    audit
-                        .record(AuditEvent::TokenExpired { token_sha256_prefix: token_fingerprint(token) })?;
-                    expired += 1;
-                    if let Some(entry) = meta.get_mut(&hash) {
+            match meta.get_mut(&hash) {
+                Some(entry) if entry.expired(now) => {
+                    if !entry.expiry_audited {
+                        let event =
+                            AuditEvent::TokenExpired { token_sha256_prefix: token_fingerprint(token) };
+                        audit.record(event)?;
+                        expired += 1;
                         entry.expiry_audited = true;
                         meta_changed = true;
                     }
+                    gone.push(token.clone());
                 }
-                gone.push(token.clone());
-            } else if unswept {
-                // Only after someone else wrote the file: the ledger is
-                // asked once per token per change, not at every pass.
-                let mac = self.ledger.mac(token)?;
-                if self.ledger.used(&mac, entry.total_uses()) < entry.total_uses() {
+                _ => unexpired.push((token, hash)),
+            }
+        }
+        if unswept {
+            // Only after someone else wrote the file: the ledger is asked
+            // once per token per change, not at every pass, and first all
+            // at once, then closely for those that may be spent.
+            let macs = self.ledger.macs(unexpired.iter().map(|(t, _)| t.as_str()))?;
+            let uses = |hash: &String| meta.get(hash).map_or(1, TokenMeta::total_uses);
+            let asked: Vec<_> =
+                macs.into_iter().zip(&unexpired).map(|(mac, (_, h))| (mac, uses(h))).collect();
+            let maybe = self.ledger.maybe_all_used(&asked)?;
+            for (((mac, uses), (token, hash)), may_be_spent) in asked.iter().zip(&unexpired).zip(maybe) {
+                if !may_be_spent {
                     continue;
                 }
-                if self.ledger.spent_for_good(&mac, entry.total_uses())? {
-                    gone.push(token.clone());
-                    meta_changed |= meta.remove(&hash).is_some();
+                if self.ledger.spent_for_good(mac, *uses)? {
+                    gone.push((*token).clone());
+                    meta_changed |= meta.remove(hash).is_some();
                 } else {
                     // An admission under way: asked again at the next pass.
                     under_way = true;
@@ -524,6 +534,37 @@ mod tests {
         )
         .unwrap();
         assert_eq!(tokens.offer("plain-and-long-enough").unwrap(), Offer::Revoked);
+    }
+
+    #[test]
+    fn a_sweep_of_a_long_file_blanks_the_spent_tokens_and_keeps_the_rest() {
+        // Past LOOKUPS_UP_TO, the sweep asks one listing of the ledger.
+        let dir = tempfile::tempdir().unwrap();
+        let names: Vec<String> =
+            (0..super::super::ledger::LOOKUPS_UP_TO + 20).map(|i| format!("t{i:04}")).collect();
+        fs::write(dir.path().join(TOKENS_FILE), names.join("\n") + "\n").unwrap();
+        let earlier = Tokens::new(dir.path());
+        let macs = earlier.ledger.macs(names.iter().map(String::as_str)).unwrap();
+        for i in [3, 400, 530] {
+            earlier.ledger.revoke(&macs[i], 1).unwrap();
+        }
+        // A use claimed by an admission still under way: not spent for good.
+        fs::create_dir_all(dir.path().join("nodes")).unwrap();
+        let claim = dir.path().join("nodes").join(".claim-x.json");
+        fs::write(&claim, format!("{{\"id\":\"{}\"}}", crate::store::NodeId::generate())).unwrap();
+        assert!(earlier.ledger.claim(&macs[7], 1, &claim, None).unwrap());
+        let sweeping = Tokens::new(dir.path());
+        sweeping.sweep(&Audit::new(dir.path()), now_unix()).unwrap();
+        let left = String::from_utf8(fs::read(dir.path().join(TOKENS_FILE)).unwrap()).unwrap();
+        let left: Vec<&str> = left.split_whitespace().collect();
+        let kept: Vec<&str> = names
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| ![3, 400, 530].contains(i))
+            .map(|(_, n)| n.as_str())
+            .collect();
+        assert_eq!(left, kept, "the revoked ones blanked, the one under way and the unspent kept");
+        assert!(sweeping.listed().unswept, "the one under way is looked at again");
     }
 
     #[test]
