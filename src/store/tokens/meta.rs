@@ -320,8 +320,26 @@ impl Tokens {
         Ok((meta, seen))
     }
 
+    /// The name's identity as the file server has it now. Opened, not
+    /// `stat`ed: an NFS client answers `stat` from its attribute cache (up to
+    /// 60 s old by default, and a frozen host's cache still looks fresh when
+    /// it resumes), and in CI a host resumed past its lease saw the file it
+    /// had read and overwrote another host's edit. `open` asks the server for
+    /// the name (close-to-open: NFSv4 opens by name and revalidates), and
+    /// `fstat` then tells that file. A symlink is stamped as itself.
     fn meta_seen(&self) -> io::Result<MetaSeen> {
-        match fs::symlink_metadata(&self.meta_path) {
+        use std::os::unix::fs::OpenOptionsExt;
+        let flags = (rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK).bits() as i32;
+        let opened = crate::durable::retry_stale(|| {
+            fs::OpenOptions::new().read(true).custom_flags(flags).open(&self.meta_path)?.metadata()
+        });
+        let found = match opened {
+            Err(e) if e.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error()) => {
+                fs::symlink_metadata(&self.meta_path)
+            }
+            other => other,
+        };
+        match found {
             Ok(meta) => Ok(MetaSeen(Some(Stamp::of(&meta)))),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(MetaSeen(None)),
             Err(e) => Err(with_path(e, &self.meta_path)),
