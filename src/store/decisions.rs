@@ -67,7 +67,7 @@ impl Store {
     /// Whether `id` is rejected; when that cannot be told, it is (a
     /// rejected node must never get the trust through a stale handle).
     pub fn is_rejected(&self, id: &NodeId) -> bool {
-        durable::present(&self.marker("rejected", id)).unwrap_or(true)
+        durable::present_at_server(&self.marker("rejected", id)).unwrap_or(true)
     }
 
     /// Who rejected `id`, when it is rejected.
@@ -134,11 +134,17 @@ impl Store {
             return Ok(None);
         }
         let path = self.ca_rejection_path(ca_sha256);
+        // Absent only as the file server has it (a negative entry an NFS
+        // client cached hid another host's rejection for about 20 s).
+        let refuse = |e| Undecidable::refuse("whether this CA is rejected", &durable::with_path(e, &path));
+        if !durable::present_at_server(&path).map_err(refuse)? {
+            return Ok(None);
+        }
         match durable::read_own(&path) {
             Ok(bytes) => Ok(Some(serde_json::from_slice(&bytes).unwrap_or_default())),
             Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
             Err(e) if durable::is_a_link(&e) => Ok(Some(CaRejection::default())),
-            Err(e) => Err(Undecidable::refuse("whether this CA is rejected", &durable::with_path(e, &path))),
+            Err(e) => Err(refuse(e)),
         }
     }
 

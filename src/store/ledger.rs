@@ -36,7 +36,8 @@ use sha2::Sha256;
 use super::NodeId;
 use super::tokens::MAX_USES;
 use crate::durable::{
-    create_exclusive, ensure_private_dir, libc_nofollow, link_new, present, retry_stale, sync_dir, with_path,
+    create_exclusive, ensure_private_dir, libc_nofollow, link_new, present, present_at_server, retry_stale,
+    sync_dir, with_path,
 };
 
 /// The ledger's directory: one marker per use of a token.
@@ -261,7 +262,9 @@ impl Ledger {
     /// is an error (the admission refuses: 503, the node retries).
     pub fn is_revoked(&self, mac: &Mac) -> super::StoreResult<bool> {
         let path = self.revoked_path(mac);
-        present(&path).map_err(|e| {
+        // As the file server has it: another host's revoke, unseen through
+        // a negative entry this NFS client cached, would admit on.
+        present_at_server(&path).map_err(|e| {
             super::error::Undecidable::refuse("whether this token was revoked", &with_path(e, &path))
         })
     }
