@@ -12,6 +12,10 @@
 #                tokens lock, its metadata read), VM a frozen past the NFS
 #                lease while b's admin adds a token and revokes another:
 #                b's edits must survive a's resuming (a's add refuses)
+#   revoke-seen  a token of 5 uses admits a node at a; b's admin revokes
+#                it; a node presents it at a at once: it must not be
+#                admitted (a's NFS client cached the `.revoked` mark's
+#                absence, and hid b's for about 20 s before the fix)
 #
 # The server's lease and grace time are JANUS_NFS_LEASE (default 15 s, the
 # kernel's floor is 10; a stock server says 90) so a run outlasts it fast.
@@ -21,9 +25,10 @@
 # line, every consumed use ends in an admitted record, no replaced name
 # with a second link, both hosts read the same; every node polls once at
 # the other host's replica, and each admitted in its answer must be given
-# the same trust there (asserted where that replica stays up: plain,
-# nfs-restart); and `/healthz` of each replica sampled through the fault. Prints one line per run; fails on a
-# broken invariant. SKIPPED where QEMU cannot run.
+# the same trust there (polls retried through an outage for 120 s, as
+# janusd keeps polling); and `/healthz` of each replica sampled through
+# the fault. Prints one line per run; fails on a broken invariant.
+# SKIPPED where QEMU cannot run.
 #
 #   scripts/replicas-on-nfs.sh                    # every run, TOKENS=60
 #   JANUS_NFS_RUNS="plain cut" JANUS_NFS_TOKENS=100 scripts/replicas-on-nfs.sh
@@ -36,7 +41,7 @@ inns() { ip netns exec "${JANUS_LAB_NETNS:-jrlab}" "$@"; }
 say() { echo "replicas-on-nfs: $*"; }
 [ "$(id -u)" = 0 ] || { echo "replicas-on-nfs: SKIPPED: not root"; exit 0; }
 
-runs="${JANUS_NFS_RUNS:-plain sigkill cut nfs-restart lease}"
+runs="${JANUS_NFS_RUNS:-plain sigkill cut nfs-restart lease revoke-seen}"
 lease="${JANUS_NFS_LEASE:-15}"
 tokens="${JANUS_NFS_TOKENS:-60}"
 bin="${JANUS_NFS_BIN:-target/release/janus-registration}"
@@ -154,11 +159,55 @@ lease_check() { # STATE
   as_janus a "/opt/jr/janus-registration tokens add --state $state --token $token_a --uses 2" >/dev/null || bad="$bad retry-failed"
   echo "$bad"
 }
+# The revoke-seen run: one node admitted at a with a token of 5 uses (a
+# looked for its `.revoked` mark and found none), the token revoked at b,
+# then one more node at a, at once. What went wrong, if anything, goes to
+# $work/revoke.bad.
+revoke_seen() { # STATE
+  local state=$1 token="nfs-revoke-seen-$RANDOM$RANDOM$RANDOM" n bad=""
+  as_janus a "mkdir -m 0700 $state"
+  echo "$token" >"$work/tokens"
+  serve a "$state"
+  wait_healthy 10.77.0.11
+  as_janus b "/opt/jr/janus-registration tokens add --state $state --token $token --uses 5" >/dev/null
+  announce() { # N: one node with the token at a; how many were admitted in their answer
+    inns "$bin" agent swarm --addr 10.77.0.11:8443 --fleet-root "$work/fleet/root.crt" --nodes 1 \
+      --tokens "$work/tokens" --polls 0 --json "$work/revoke-$1.json" >/dev/null 2>&1 || true
+    jq -r '.admitted_in_answer // "none"' "$work/revoke-$1.json" 2>/dev/null || echo none
+  }
+  # a may not see the new tokens file at once (its client cached the
+  # name's absence): nodes announce until one is admitted.
+  local added=$SECONDS
+  for i in $(seq 60); do
+    n=$(announce "first-$i")
+    [ "$n" = 1 ] && break
+    sleep 1
+  done
+  say "revoke-seen: a admitted a node with the token $((SECONDS - added)) s after b added it"
+  [ "$n" = 1 ] || bad="$bad first-not-admitted($n)"
+  # An admin on a lists the tokens: a's client looks the `.revoked` mark
+  # up after a's own last change of token-uses/ (which would have dropped
+  # a cached absence), as any replica's later announcement or sweep does.
+  as_janus a "/opt/jr/janus-registration tokens list --state $state" >/dev/null
+  local revoked=$SECONDS
+  as_janus b "/opt/jr/janus-registration tokens revoke --state $state $token" >/dev/null
+  n=$(announce 2)
+  say "revoke-seen: the node announced at a $((SECONDS - revoked)) s after b's revoke: admitted in its answer: $n"
+  [ "$n" = 0 ] || bad="$bad admitted-after-revoke($n)"
+  lab ssh a 'systemctl stop jr' || true
+  echo "$bad" >"$work/revoke.bad"
+}
 uses() { as_janus a "sh -c 'ls $1/token-uses 2>/dev/null | grep -cE \"^[0-9a-f]{64}-[0-9]+\\\$\" || true'"; }
 
 failed=""
 for run in $runs; do
   state="/mnt/share/jr/state-$run"
+  if [ "$run" = revoke-seen ]; then
+    revoke_seen "$state"
+    bad=$(xargs <"$work/revoke.bad")
+    [ -n "$bad" ] && { say "$run: FAILED: $bad"; failed="$failed $run"; }
+    continue
+  fi
   as_janus a "mkdir -m 0700 $state"
   for i in $(seq "$tokens"); do echo "nfs-$run-$i-$RANDOM$RANDOM"; done >"$work/tokens"
   # One more listed, presented by no node: the lease run revokes it.
