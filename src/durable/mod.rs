@@ -302,7 +302,16 @@ pub fn retry_stale<T>(mut attempt: impl FnMut() -> io::Result<T>) -> io::Result<
 
 /// The whole file, through a fresh open, stale handles retried.
 pub fn read_fresh(path: &Path) -> io::Result<Vec<u8>> {
-    retry_stale(|| fs::read(path))
+    retry_stale(|| {
+        let file = File::open(path)?;
+        // Read through `Take`, not `fs::read`: std asks the file's size
+        // first (an `fstat`), a system call more on every poll for a record
+        // of about 1 KiB, which one 4 KiB read and the read that says EOF
+        // take whole; a larger file (`tokens`) grows the buffer as it goes.
+        let mut bytes = Vec::with_capacity(4096);
+        io::Read::read_to_end(&mut io::Read::take(&file, u64::MAX), &mut bytes)?;
+        Ok(bytes)
+    })
 }
 
 /// Gives `existing`'s file a second name, `new`, if nothing (no file, no

@@ -67,7 +67,7 @@ impl Store {
     /// Whether `id` is rejected; when that cannot be told, it is (a
     /// rejected node must never get the trust through a stale handle).
     pub fn is_rejected(&self, id: &NodeId) -> bool {
-        durable::present_at_server(&self.marker("rejected", id)).unwrap_or(true)
+        self.present_now(&self.marker("rejected", id)).unwrap_or(true)
     }
 
     /// Who rejected `id`, when it is rejected.
@@ -137,7 +137,7 @@ impl Store {
         // Absent only as the file server has it (a negative entry an NFS
         // client cached hid another host's rejection for about 20 s).
         let refuse = |e| Undecidable::refuse("whether this CA is rejected", &durable::with_path(e, &path));
-        if !durable::present_at_server(&path).map_err(refuse)? {
+        if !self.present_now(&path).map_err(refuse)? {
             return Ok(None);
         }
         match durable::read_own(&path) {

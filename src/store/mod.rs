@@ -203,6 +203,10 @@ pub struct Store {
     write_failure: std::sync::Mutex<Option<(tokio::time::Instant, String)>>,
     /// When each rejected CA's repeated announcements were last audited.
     rejected_ca_audited: std::sync::Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+    /// Whether every state directory was on a local filesystem at the last
+    /// look ([`Store::look_at_locality`]); false until looked at, so a store
+    /// never looked at takes the network filesystem's precautions.
+    all_local: std::sync::atomic::AtomicBool,
 }
 
 /// A rejected CA announcing again within this is one burst: one audit entry.
@@ -440,6 +444,7 @@ impl Store {
             readmit_window: DEFAULT_READMIT_WINDOW,
             write_failure: Default::default(),
             rejected_ca_audited: Default::default(),
+            all_local: Default::default(),
         }
     }
 
@@ -576,16 +581,34 @@ impl Store {
         }
     }
 
-    /// Whether no read of the state can hang: the directory and every
-    /// subdirectory on a local filesystem ([`locality`]). Blocks.
-    fn reads_cannot_hang(&self) -> bool {
-        locality::all_local(
+    /// Looks again whether no read of the state can hang: the directory and
+    /// every subdirectory on a local filesystem ([`locality`]); remembered
+    /// for [`Store::reads_cannot_hang`]. Blocks.
+    fn look_at_locality(&self) -> bool {
+        let local = locality::all_local(
             std::iter::once(self.dir.clone())
                 .chain(SUBDIRS.iter().map(|s| self.dir.join(s)))
                 .collect::<Vec<_>>()
                 .iter()
                 .map(PathBuf::as_path),
-        )
+        );
+        self.all_local.store(local, std::sync::atomic::Ordering::Relaxed);
+        local
+    }
+
+    /// Whether every state directory was on a local filesystem at the last
+    /// [`Store::look_at_locality`].
+    fn reads_cannot_hang(&self) -> bool {
+        self.all_local.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Whether `path` names a file now, as the file server has it: on a
+    /// network filesystem its directory is opened first
+    /// ([`durable::present_at_server`]); on a local one, whose kernel has
+    /// no other host's names to miss, the `open` and `close` are spared
+    /// (two of a poll's eight system calls).
+    fn present_now(&self, path: &Path) -> io::Result<bool> {
+        if self.reads_cannot_hang() { durable::present(path) } else { durable::present_at_server(path) }
     }
 
     fn marker(&self, sub: &str, id: &NodeId) -> PathBuf {

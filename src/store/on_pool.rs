@@ -49,9 +49,9 @@ pub type Health = Result<Vec<String>, Unhealthy>;
 pub struct AsyncStore {
     store: Arc<Store>,
     health: Arc<HealthCache>,
-    /// Whether a poll's reads may run on the async worker: every state
-    /// directory was on a local filesystem at the last look.
-    reads_cannot_hang: Arc<AtomicBool>,
+    /// Whether this process said which it is: polls read on the workers
+    /// (local filesystem) or on the pool.
+    said_local: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -68,14 +68,14 @@ struct HealthCache {
 impl AsyncStore {
     /// The async face of `store`.
     pub fn new(store: Store) -> Self {
-        AsyncStore { store: Arc::new(store), health: Arc::default(), reads_cannot_hang: Arc::default() }
+        AsyncStore { store: Arc::new(store), health: Arc::default(), said_local: Arc::default() }
     }
 
     /// Looks again whether the state's reads can hang; on the pool only.
     fn look_at_locality(&self) -> impl Fn(&Store) + Send + 'static {
-        let flag = self.reads_cannot_hang.clone();
+        let flag = self.said_local.clone();
         move |store| {
-            let now = store.reads_cannot_hang();
+            let now = store.look_at_locality();
             if flag.swap(now, Ordering::Relaxed) != now {
                 if now {
                     tracing::info!("the state is on a local filesystem: polls are read on the async workers");
@@ -139,7 +139,7 @@ impl AsyncStore {
         secret: Vec<u8>,
         bundle_version: u64,
     ) -> Result<PollAnswer, StoreError> {
-        if self.reads_cannot_hang.load(Ordering::Relaxed)
+        if self.store.reads_cannot_hang()
             && let Look::Answer(answer) = self.store.look(&id, &secret)?
         {
             return Ok(answer);
