@@ -27,7 +27,9 @@
 # the other host's replica, and each admitted in its answer must be given
 # the same trust there (polls retried through an outage for 120 s, as
 # janusd keeps polling); and `/healthz` of each replica sampled through
-# the fault. Prints one line per run; fails on a broken invariant.
+# the fault: 503 on both replicas while the NFS server is cut off, 200 on
+# both again within 120 s of every run's end. Prints one line per run;
+# fails on a broken invariant.
 # SKIPPED where QEMU cannot run.
 #
 #   scripts/replicas-on-nfs.sh                    # every run, TOKENS=60
@@ -251,6 +253,13 @@ for run in $runs; do
     [ "$(jq .uses_unadmitted <<<"$check_a")" = 0 ] && break
     sleep 1
   done
+  # /healthz says 200 again on both once the fault is over (a replica
+  # that can write again says so): within 120 s, else the run fails.
+  recovered=""
+  for ip in 10.77.0.11 10.77.0.12; do
+    for _ in $(seq 120); do [ "$(healthz "$ip")" = 200 ] && break; sleep 1; done
+    [ "$(healthz "$ip")" = 200 ] || recovered="$recovered $ip"
+  done
   kill "$prober" 2>/dev/null || true
   wait "$prober" 2>/dev/null || true
   prober=""
@@ -281,6 +290,13 @@ for run in $runs; do
   bad=$(jq -r 'to_entries[] | select((.key | IN("double","unparsable","torn_audit","uses_unadmitted","shared_names","meta_unparsable")) and .value > 0) | .key' <<<"$check_a")
   [ "$check_a" = "$check_b" ] || bad="$bad hosts-disagree"
   [ "$run" = plain ] && [ "$five" != 0 ] && bad="$bad 5xx"
+  [ -n "$recovered" ] && bad="$bad not-200-after-the-fault:${recovered// /,}"
+  # A hung mount is said: while the NFS server's link is down, each
+  # replica's /healthz says 503 (a sample or more), not 200 throughout.
+  if [ "$run" = cut ]; then
+    grep -q 'a=503' "$work/health" || bad="$bad a-never-503-while-cut"
+    grep -q 'b=503' "$work/health" || bad="$bad b-never-503-while-cut"
+  fi
   # Every node admitted in its answer is given the same trust by the other
   # replica, polling through its outage (killed, frozen, cut off) as janusd does.
   [[ "$trust" != *" 0 of them not given it" ]] && bad="$bad untrusted-at-the-other-replica"
