@@ -7,13 +7,6 @@ use clap::Parser;
 use janus_registration::cli::{AgentSubcommand, Cli, Command, LogFormat};
 use janus_registration::{admin, agent, certs, demo, healthcheck, server, shutdown};
 
-// mimalloc, not glibc's malloc: a handshake allocates and frees a few dozen
-// buffers across the runtime's threads, and glibc's arenas spent 5% of a
-// poll's CPU on them (`_int_malloc`, `_int_free`, `malloc_consolidate`, and
-// an `mprotect` growing a thread's heap): docs/performance.md, issue 31.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format, &cli.log_level);
