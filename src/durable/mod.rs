@@ -302,14 +302,21 @@ pub fn retry_stale<T>(mut attempt: impl FnMut() -> io::Result<T>) -> io::Result<
 
 /// The whole file, through a fresh open, stale handles retried.
 pub fn read_fresh(path: &Path) -> io::Result<Vec<u8>> {
+    /// A record's size, and more: read whole without asking the size.
+    const SMALL: usize = 4096;
     retry_stale(|| {
         let file = File::open(path)?;
-        // Read through `Take`, not `fs::read`: std asks the file's size
-        // first (an `fstat`), a system call more on every poll for a record
-        // of about 1 KiB, which one 4 KiB read and the read that says EOF
-        // take whole; a larger file (`tokens`) grows the buffer as it goes.
-        let mut bytes = Vec::with_capacity(4096);
-        io::Read::read_to_end(&mut io::Read::take(&file, u64::MAX), &mut bytes)?;
+        // Not `fs::read`, which asks the file's size first (an `fstat`): a
+        // system call more on every poll, for a record of about 1 KiB that
+        // one read and the read that says EOF take whole. Only a larger file
+        // (an audit trail) is asked its size, so its buffer is made once.
+        let mut bytes = Vec::with_capacity(SMALL);
+        io::Read::read_to_end(&mut io::Read::take(&file, SMALL as u64), &mut bytes)?;
+        if bytes.len() == SMALL {
+            let size = usize::try_from(file.metadata()?.len()).unwrap_or(usize::MAX);
+            bytes.reserve(size.saturating_sub(SMALL));
+            io::Read::read_to_end(&mut io::Read::take(&file, u64::MAX), &mut bytes)?;
+        }
         Ok(bytes)
     })
 }
@@ -553,6 +560,18 @@ fn temp_path(dir: &Path, path: &Path) -> PathBuf {
 #[allow(clippy::disallowed_methods, reason = "tests write and look at files by hand, as an admin does")]
 mod tests {
     use super::*;
+
+    #[test]
+    fn read_fresh_reads_small_and_large_files_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        for size in [0, 1, 991, 4095, 4096, 4097, 3 * 4096 + 5, 1 << 20] {
+            let path = dir.path().join(format!("f{size}"));
+            let content: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
+            fs::write(&path, &content).unwrap();
+            assert_eq!(read_fresh(&path).unwrap(), content, "{size} bytes");
+        }
+        assert_eq!(read_fresh(&dir.path().join("gone")).unwrap_err().kind(), io::ErrorKind::NotFound);
+    }
 
     #[test]
     fn with_path_names_the_file_and_keeps_the_cause() {
