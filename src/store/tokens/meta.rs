@@ -347,9 +347,15 @@ impl Tokens {
     }
 
     /// Writes the metadata an edit read as `seen` and changed, unless the
-    /// file is no longer what it read (see [`MetaSeen`]).
-    pub(super) fn write_meta(&self, meta: &BTreeMap<String, TokenMeta>, seen: MetaSeen) -> io::Result<()> {
-        if self.meta_seen()? != seen {
+    /// file is no longer what it read (see [`MetaSeen`]) or the edit cannot
+    /// prove at the file server that it still holds `locked`.
+    pub(super) fn write_meta(
+        &self,
+        locked: &super::EditLock<'_>,
+        meta: &BTreeMap<String, TokenMeta>,
+        seen: MetaSeen,
+    ) -> io::Result<()> {
+        if self.meta_seen()? != seen && !only_the_lock_is_checked() {
             return Err(with_path(
                 io::Error::other(
                     "refusing: another process wrote it while this edit held the tokens lock (the lock was \
@@ -377,6 +383,9 @@ impl Tokens {
                 &self.meta_path,
             ));
         }
+        // Last, right before the rename: the shorter the moment between the
+        // proof and the write, the less a stall there can lose.
+        locked.prove_held(&self.lock_path)?;
         write_atomic(&self.meta_path, &bytes, 0o600)?;
         self.keep_good_copy(meta);
         Ok(())
@@ -390,6 +399,20 @@ impl Tokens {
 /// only: no release build reads it.
 #[cfg(not(debug_assertions))]
 fn stall_in_tokens_edit() {}
+
+/// Test hook: with `JANUS_REGISTRATION_TEST_ONLY_THE_LOCK_IS_CHECKED` set,
+/// an edit skips its metadata identity check, so that the lab's lease run
+/// shows what the lock's proof ([`super::EditLock::prove_held`]) refuses
+/// alone. Debug builds only: no release build reads it.
+#[cfg(not(debug_assertions))]
+fn only_the_lock_is_checked() -> bool {
+    false
+}
+
+#[cfg(debug_assertions)]
+fn only_the_lock_is_checked() -> bool {
+    std::env::var_os("JANUS_REGISTRATION_TEST_ONLY_THE_LOCK_IS_CHECKED").is_some()
+}
 
 #[cfg(debug_assertions)]
 fn stall_in_tokens_edit() {

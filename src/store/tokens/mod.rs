@@ -180,7 +180,7 @@ impl Tokens {
     /// briefly dangling). While the metadata cannot be read, nothing is
     /// swept. Returns how many expired.
     pub fn sweep(&self, audit: &Audit, now: i64) -> crate::store::StoreResult<usize> {
-        let _locked = self.lock()?;
+        let locked = self.lock()?;
         self.refresh()?;
         let (mut meta, seen) = match self.read_meta_for_edit() {
             Ok(read) => read,
@@ -236,7 +236,7 @@ impl Tokens {
             }
         }
         if meta_changed {
-            self.write_meta(&meta, seen)?;
+            self.write_meta(&locked, &meta, seen)?;
         }
         if under_way {
             self.listed().unswept = true;
@@ -250,7 +250,7 @@ impl Tokens {
     /// Appends new tokens, their metadata written first so a token never
     /// appears without its expiry (absent metadata: one use, no expiry).
     pub fn add(&self, tokens: &[String], meta: &TokenMeta) -> io::Result<()> {
-        let _locked = self.lock()?;
+        let locked = self.lock()?;
         self.refuse_reuse(tokens)?;
         let mut text = String::new();
         if !ends_with_newline(&self.path)? {
@@ -267,7 +267,7 @@ impl Tokens {
             for t in tokens {
                 book.insert(sha256_hex(t.as_bytes()), meta.clone());
             }
-            self.write_meta(&book, seen)?;
+            self.write_meta(&locked, &book, seen)?;
         }
         append_durably(&self.path, text.as_bytes(), 0o600, true)
     }
@@ -344,7 +344,7 @@ impl Tokens {
     /// lists it admits nobody, whatever its metadata says or fails to say),
     /// then its bytes are blanked. Returns the token's fingerprint.
     pub fn revoke(&self, key: &str) -> io::Result<String> {
-        let _locked = self.lock()?;
+        let locked = self.lock()?;
         self.refresh()?;
         let order = self.listed_in_order();
         let token = if order.iter().any(|t| t == key) {
@@ -398,7 +398,7 @@ impl Tokens {
             if let Some((meta, seen)) = meta.as_mut()
                 && meta.remove(&sha256_hex(token.as_bytes())).is_some()
             {
-                self.write_meta(meta, *seen)?;
+                self.write_meta(&locked, meta, *seen)?;
             }
             self.blank_locked(std::slice::from_ref(&token))
         })();
@@ -427,7 +427,7 @@ impl Tokens {
         let editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
         let file = crate::durable::open_or_create(&self.lock_path, 0o600)?;
         file.lock().map_err(|e| with_path(e, &self.lock_path))?;
-        Ok(EditLock { _file: file, _editing: editing })
+        Ok(EditLock { file, _editing: editing })
     }
 }
 
@@ -435,8 +435,36 @@ impl Tokens {
 /// is declared first so it drops first: the flock is released while this
 /// process still excludes its other threads, which then open their own.
 pub struct EditLock<'a> {
-    _file: File,
+    file: File,
     _editing: MutexGuard<'a, ()>,
+}
+
+impl EditLock<'_> {
+    /// Proves at the file server that this edit still holds the lock, just
+    /// before it replaces a file the lock guards: a byte written to the
+    /// lock file and `fdatasync`'d. On NFS the write carries the lock's
+    /// state and the server checks it, so a host that stalled past its
+    /// lease (the server gave the lock to another host meanwhile) gets
+    /// EIO here, where a `stat` or an `open` can be answered from its
+    /// client's caches and a read delegation it no longer holds (seen in
+    /// the lab: a resumed host's stalled `tokens add` went on and
+    /// overwrote another host's edit). Locally it costs a small write.
+    pub(super) fn prove_held(&self, lock_path: &std::path::Path) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let fenced = self.file.write_all_at(b"\n", 0).and_then(|()| self.file.sync_data());
+        fenced.map_err(|e| {
+            with_path(
+                io::Error::new(
+                    e.kind(),
+                    format!(
+                        "refusing: this edit could not prove it still holds the tokens lock ({e}; the lock \
+                         was lost: a stalled host whose NFS lease expired?); nothing written, run the edit again"
+                    ),
+                ),
+                lock_path,
+            )
+        })
+    }
 }
 
 /// The first 6 characters, then an ellipsis: enough to tell tokens apart.
@@ -594,6 +622,25 @@ mod tests {
     }
 
     #[test]
+    fn an_edit_that_cannot_prove_its_lock_writes_no_metadata() {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = Tokens::new(dir.path());
+        tokens.add(&["first".into()], &TokenMeta { uses: Some(2), ..Default::default() }).unwrap();
+        let (mut book, seen) = tokens.read_meta_for_edit().unwrap();
+        book.insert(sha256_hex(b"second"), TokenMeta { uses: Some(5), ..Default::default() });
+        // The lock's file as a lost lock leaves it on NFS: its write fails
+        // (here a read-only handle, EBADF; there EIO from the server).
+        let editing = tokens.editing.lock().unwrap();
+        let lost = EditLock { file: fs::File::open(&tokens.lock_path).unwrap(), _editing: editing };
+        let refused = tokens.write_meta(&lost, &book, seen).unwrap_err();
+        assert!(refused.to_string().contains("could not prove it still holds the tokens lock"), "{refused}");
+        drop(lost);
+        let fresh = Tokens::new(dir.path());
+        assert!(!fresh.read_meta().unwrap().contains_key(&sha256_hex(b"second")), "nothing written");
+        assert!(matches!(fresh.offer("first").unwrap(), Offer::Valid { uses: 2, .. }));
+    }
+
+    #[test]
     fn an_edit_whose_lock_was_lost_writes_nothing_over_another_hosts_edit() {
         let dir = tempfile::tempdir().unwrap();
         let stalled = Tokens::new(dir.path());
@@ -604,13 +651,16 @@ mod tests {
         let other = Tokens::new(dir.path());
         other.add(&["second".into()], &TokenMeta { uses: Some(3), ..Default::default() }).unwrap();
         book.insert(sha256_hex(b"third"), TokenMeta::default());
-        let refused = stalled.write_meta(&book, seen).unwrap_err();
+        let locked = stalled.lock().unwrap();
+        let refused = stalled.write_meta(&locked, &book, seen).unwrap_err();
+        drop(locked);
         assert!(refused.to_string().contains("another process wrote it"), "{refused}");
         let fresh = Tokens::new(dir.path());
         assert!(matches!(fresh.offer("second").unwrap(), Offer::Valid { uses: 3, .. }), "its edit kept");
         assert!(matches!(fresh.offer("first").unwrap(), Offer::Valid { uses: 2, .. }));
         // What it read, written at once, is written: the fence is no lock of its own.
         let (book, seen) = fresh.read_meta_for_edit().unwrap();
-        fresh.write_meta(&book, seen).unwrap();
+        let locked = fresh.lock().unwrap();
+        fresh.write_meta(&locked, &book, seen).unwrap();
     }
 }

@@ -132,7 +132,7 @@ impl Tokens {
     /// took for a one-use token while the file was broken, say), and a
     /// token with a use left keeps its bytes and its metadata.
     pub(super) fn blank_spent(&self, tokens: &[String]) -> crate::store::StoreResult<()> {
-        let _locked = self.lock()?;
+        let locked = self.lock()?;
         if self.meta_unreadable().is_some() {
             self.listed().unswept = true;
             return Ok(());
@@ -154,7 +154,7 @@ impl Tokens {
             meta.remove(&sha256_hex(token.as_bytes()));
         }
         if meta.len() != before {
-            self.write_meta(&meta, seen)?;
+            self.write_meta(&locked, &meta, seen)?;
         }
         Ok(())
     }
