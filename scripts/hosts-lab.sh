@@ -51,7 +51,9 @@ deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] http://deb.debian
 EOF
     local apt=(-o DPkg::Lock::Timeout=300 -o "Dir::Etc::sourcelist=$lab/apt/sources.list" -o Dir::Etc::sourceparts=- -o "Dir::State::lists=$lab/apt/lists")
     apt-get "${apt[@]}" update -qq >/dev/null || skip "cannot reach Debian's package registry"
-    DEBIAN_FRONTEND=noninteractive apt-get "${apt[@]}" install -y -qq -t bookworm-backports qemu-system-x86 >/dev/null \
+    # Without recommends: qemu-block-extra would bring GlusterFS's libraries
+    # from backports, under which bookworm's glusterd does not start.
+    DEBIAN_FRONTEND=noninteractive apt-get "${apt[@]}" install -y -qq --no-install-recommends -t bookworm-backports qemu-system-x86 >/dev/null \
       || skip "cannot install qemu-system-x86"
   fi
   if ! command -v mmdebstrap >/dev/null 2>&1; then
