@@ -583,8 +583,9 @@ impl Store {
 
     /// Looks again whether no read of the state can hang: the directory and
     /// every subdirectory on a local filesystem ([`locality`]); remembered
-    /// for [`Store::reads_cannot_hang`]. Blocks.
-    fn look_at_locality(&self) -> bool {
+    /// for [`Store::reads_cannot_hang`]. Returns what the look before said,
+    /// and what this one says. Blocks.
+    fn look_at_locality(&self) -> (bool, bool) {
         let local = locality::all_local(
             std::iter::once(self.dir.clone())
                 .chain(SUBDIRS.iter().map(|s| self.dir.join(s)))
@@ -592,8 +593,7 @@ impl Store {
                 .iter()
                 .map(PathBuf::as_path),
         );
-        self.all_local.store(local, std::sync::atomic::Ordering::Relaxed);
-        local
+        (self.all_local.swap(local, std::sync::atomic::Ordering::Relaxed), local)
     }
 
     /// Whether every state directory was on a local filesystem at the last
@@ -606,7 +606,7 @@ impl Store {
     /// network filesystem its directory is opened first
     /// ([`durable::present_at_server`]); on a local one, whose kernel has
     /// no other host's names to miss, the `open` and `close` are spared
-    /// (two of a poll's eight system calls).
+    /// (two of a poll's system calls).
     fn present_now(&self, path: &Path) -> io::Result<bool> {
         if self.reads_cannot_hang() { durable::present(path) } else { durable::present_at_server(path) }
     }

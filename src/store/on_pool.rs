@@ -20,7 +20,6 @@
 //! once a check has run for [`HEALTH_STALL`] without finishing.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -49,9 +48,6 @@ pub type Health = Result<Vec<String>, Unhealthy>;
 pub struct AsyncStore {
     store: Arc<Store>,
     health: Arc<HealthCache>,
-    /// Whether this process said which it is: polls read on the workers
-    /// (local filesystem) or on the pool.
-    said_local: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -68,15 +64,14 @@ struct HealthCache {
 impl AsyncStore {
     /// The async face of `store`.
     pub fn new(store: Store) -> Self {
-        AsyncStore { store: Arc::new(store), health: Arc::default(), said_local: Arc::default() }
+        AsyncStore { store: Arc::new(store), health: Arc::default() }
     }
 
     /// Looks again whether the state's reads can hang; on the pool only.
     fn look_at_locality(&self) -> impl Fn(&Store) + Send + 'static {
-        let flag = self.said_local.clone();
         move |store| {
-            let now = store.look_at_locality();
-            if flag.swap(now, Ordering::Relaxed) != now {
+            let (before, now) = store.look_at_locality();
+            if before != now {
                 if now {
                     tracing::info!("the state is on a local filesystem: polls are read on the async workers");
                 } else {
