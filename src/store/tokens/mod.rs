@@ -449,8 +449,19 @@ impl EditLock<'_> {
     /// client's caches and a read delegation it no longer holds (seen in
     /// the lab: a resumed host's stalled `tokens add` went on and
     /// overwrote another host's edit). Locally it costs a small write.
+    /// Never through a second name: a lock file linked elsewhere refuses
+    /// the edit instead of being written.
     pub(super) fn prove_held(&self, lock_path: &std::path::Path) -> io::Result<()> {
-        use std::os::unix::fs::FileExt;
+        use std::os::unix::fs::{FileExt, MetadataExt};
+        if self.file.metadata()?.nlink() != 1 {
+            return Err(with_path(
+                io::Error::other(
+                    "refusing: it has a second link (or none), and an edit writes to it; remove the other \
+                     name (or the planted file) and run the edit again",
+                ),
+                lock_path,
+            ));
+        }
         let fenced = self.file.write_all_at(b"\n", 0).and_then(|()| self.file.sync_data());
         fenced.map_err(|e| {
             with_path(
@@ -619,6 +630,21 @@ mod tests {
         fs::write(dir.path().join(META_FILE), good).unwrap();
         assert!(matches!(fresh.offer("short").unwrap(), Offer::Valid { uses: 2, .. }));
         assert!(fresh.health().is_ok());
+    }
+
+    #[test]
+    fn an_edit_never_writes_through_a_second_link_to_the_lock_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let outside = tempfile::tempdir().unwrap();
+        let canary = outside.path().join("canary");
+        fs::write(&canary, b"").unwrap();
+        fs::hard_link(&canary, dir.path().join(LOCK_FILE)).unwrap();
+        let tokens = Tokens::new(dir.path());
+        let refused =
+            tokens.add(&["first".into()], &TokenMeta { uses: Some(2), ..Default::default() }).unwrap_err();
+        assert!(refused.to_string().contains("has a second link"), "{refused}");
+        assert_eq!(fs::read(&canary).unwrap(), b"", "the other name's file is untouched");
+        assert!(Tokens::new(dir.path()).read_meta().unwrap().is_empty(), "no metadata written");
     }
 
     #[test]
