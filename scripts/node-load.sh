@@ -53,13 +53,16 @@ read -r ao ca < <(load "$so" "$po" /register -method POST -body "$W/req.json")
 rr=0; cr=0; ar=0
 if [ -n "$REF" ]; then ir=$(idof "$pr"); read -r rr cr < <(load "$sr" "$pr" "/register/$ir" -auth "$secret")
   read -r ar _ < <(load "$sr" "$pr" /register -method POST -body "$W/req.json"); fi
-python3 - "$o1" "$o2" "$l1" "$l2" "$g1" "$co" "$cl" "$cg" "$ao" "$ca" "$rr" "$cr" "$ar" <<'PY'
+# What the announcements' durable writes land on sets their pace: said with them.
+fs=$(df --output=fstype,source "$W/state-ours" | tail -1 | xargs)
+python3 - "$fs" "$o1" "$o2" "$l1" "$l2" "$g1" "$co" "$cl" "$cg" "$ao" "$ca" "$rr" "$cr" "$ar" <<'PY'
 import sys
-o1, o2, l1, l2, g, co, cl, cg, ao, ca, rr, cr, ar = (float(x) for x in sys.argv[1:])
+fs = sys.argv[1]
+o1, o2, l1, l2, g, co, cl, cg, ao, ca, rr, cr, ar = (float(x) for x in sys.argv[2:])
 o, l = (o1 + o2) / 2, (l1 + l2) / 2
 print(f"polls/s: ours {o:.0f}, bare rustls {l:.0f}, Go stack {g:.0f}" + (f", reference {rr:.0f}" if rr else ""))
 print(f"server CPU ms per poll: ours {co}, bare rustls {cl}, Go stack {cg}" + (f", reference {cr}" if cr else ""))
-print(f"announcements/s (tokenless, fsync'd): ours {ao:.0f} ({ca} ms CPU each)" + (f", reference {ar:.0f}" if ar else ""))
+print(f"announcements/s (tokenless, fsync'd, state on {fs}): ours {ao:.0f} ({ca} ms CPU each)" + (f", reference {ar:.0f}" if ar else ""))
 print(f"ratios: polls {o/l:.2f}x bare rustls, {o/g:.2f}x Go; CPU per poll {co/cl:.2f}x bare rustls" +
       (f"; polls {o/rr:.1f}x reference, reference CPU per poll {cr/co:.1f}x ours; announcements {ao/ar:.1f}x reference" if rr and ar else ""))
 PY
