@@ -242,7 +242,8 @@ for run in $runs; do
   for i in 1 2 3; do checks+=("$(on "$i" python3 "$checker" "$(mnt "$i")/$state" 2>>"$work/check.err" || true)"); done
   answers=$(for i in 1 2 3; do jq -c '.announce.outcomes // {}' "$work/h$i.json" 2>/dev/null || echo '{}'; done | paste -sd' ')
   polls=$(for i in 1 2 3; do jq -c '.poll.outcomes // {}' "$work/h$i.json" 2>/dev/null || echo '{}'; done | paste -sd' ')
-  trust=$(jq -sr '"\(map(.admitted_in_answer) | add) admitted in their answer, \(map(.admitted_untrusted_in_poll) | add) of them not given it"' \
+  trust=$(jq -sr '"\(map(.admitted_in_answer) | add) admitted in their answer, \(map(.admitted_untrusted_in_poll) | add) of them not given it\(
+      [.[] | .untrusted_poll_outcomes // {} | to_entries[] | "\(.key)=\(.value)"] | if length > 0 then " (their last poll: \(join(" ")))" else "" end)"' \
     "$work"/h?.json 2>/dev/null || echo "no report")
   health=$(awk '{ s = $2 " " $3 " " $4; if (s != last && n) { printf "%s x%d; ", last, n; n = 0 } last = s; n++ }
     END { if (n) printf "%s x%d", last, n }' "$work/health")

@@ -284,7 +284,8 @@ for run in $runs; do
   answers=$(jq -sc 'reduce (.[].announce.outcomes // {} | to_entries[]) as $e ({}; .[$e.key] += $e.value)' \
     "$work/a.json" "$work/b.json" 2>/dev/null || echo '{}')
   five=$(jq '[to_entries[] | select(.key | test("^5")) | .value] | add // 0' <<<"$answers")
-  trust=$(jq -sr '"\(map(.admitted_in_answer) | add) admitted in their answer, \(map(.admitted_untrusted_in_poll) | add) of them not given it"' \
+  trust=$(jq -sr '"\(map(.admitted_in_answer) | add) admitted in their answer, \(map(.admitted_untrusted_in_poll) | add) of them not given it\(
+      [.[] | .untrusted_poll_outcomes // {} | to_entries[] | "\(.key)=\(.value)"] | if length > 0 then " (their last poll: \(join(" ")))" else "" end)"' \
     "$work/a.json" "$work/b.json" 2>/dev/null || echo "no report")
   # The samples in order, runs of the same answer counted: "a=200 b=200 x5; ...".
   health=$(awk '{ s = $2 " " $3; if (s != last && n) { printf "%s x%d; ", last, n; n = 0 } last = s; n++ }
@@ -302,7 +303,16 @@ for run in $runs; do
   fi
   # Every node admitted in its answer is given the same trust by the other
   # replica, polling through its outage (killed, frozen, cut off) as janusd does.
-  [[ "$trust" != *" 0 of them not given it" ]] && bad="$bad untrusted-at-the-other-replica"
+  if [[ "$trust" != *" 0 of them not given it" ]]; then
+    bad="$bad untrusted-at-the-other-replica"
+    # Where each went missing: its record, decisions and ledger on both hosts, and the logs.
+    for id in $(jq -r '.untrusted_ids // [] | .[]' "$work/a.json" "$work/b.json" 2>/dev/null); do
+      for host in a b; do
+        say "$run: untrusted $id on $host: $(as_janus "$host" "sh -c 'cd $state && ls -l --time-style=+%T.%N nodes/$id.json approved/$id rejected/$id delivered/$id 2>&1 | tr \"\\n\" \" \"'")"
+        lab ssh "$host" "journalctl -u jr --no-pager -o short-precise | grep $id | tail -5" || true
+      done
+    done
+  fi
   [ "$(jq .uses <<<"$check_a")" -le "$tokens" ] || bad="$bad more-uses-than-tokens"
   [ "$run" = lease ] && bad="$bad $(lease_check "$state")"
   bad=$(xargs <<<"$bad")

@@ -41,7 +41,7 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
             // `nodes forget` of the record the CA was rejected with), and
             // then this rejects the CA again.
             let ca_rejected = !crate::store::is_sha256_hex(&ca) || store.is_ca_rejected(&ca)?;
-            if store.is_rejected(&id) && ca_rejected {
+            if store.rejected_now(&id)? && ca_rejected {
                 return Ok(format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)));
             }
             let was_admitted = store.state_of(&record) == NodeState::Admitted;
@@ -304,10 +304,10 @@ fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<String> {
         None => find(store, id, Among::All).map_err(|_| e),
     })?;
     let id = node.as_str();
-    if store.is_approved(&node) && !store.poll_refused(&node) {
+    if store.approved_now(&node)? && !store.poll_refused(&node) {
         return Ok(format!("{id} ({}) is already approved; nothing changed", escape(&record.name)));
     }
-    if store.is_rejected(&node) && !(args.force && rejected_for_ca_only(store, &record)) {
+    if store.rejected_now(&node)? && !(args.force && rejected_for_ca_only(store, &record)) {
         return Err(AdminError::Refused(if rejected_for_ca_only(store, &record) {
             format!(
                 "{id} was rejected because its CA {} was (`nodes reject`), and so is every later \

@@ -97,6 +97,12 @@ pub struct Report {
     /// answer carried (with `--polls`; 0 unless the endpoint polled lost an
     /// admission).
     pub admitted_untrusted_in_poll: usize,
+    /// What those nodes' last polls were answered, by status ("error" for a
+    /// transport error, "200-other-trust" for a trust not the answer's):
+    /// where the trust went missing.
+    pub untrusted_poll_outcomes: BTreeMap<String, usize>,
+    /// Those nodes' ids (the first ten), to look them up in the state and logs.
+    pub untrusted_ids: Vec<String>,
 }
 
 impl Report {
@@ -113,8 +119,14 @@ impl Report {
         }
         if self.poll.is_some() {
             out.push_str(&format!(
-                "admitted  {} in their answer, {} of them never given the trust when polled\n",
-                self.admitted_in_answer, self.admitted_untrusted_in_poll
+                "admitted  {} in their answer, {} of them never given the trust when polled{}\n",
+                self.admitted_in_answer,
+                self.admitted_untrusted_in_poll,
+                if self.untrusted_poll_outcomes.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (last answered {:?})", self.untrusted_poll_outcomes)
+                }
             ));
         }
         out
@@ -338,6 +350,20 @@ pub async fn run(
             .zip(&trusted)
             .filter(|((_, _, in_answer), trusted)| in_answer.is_some() && !**trusted)
             .count();
+        // Each such node's last poll: samples are in order, a later one overwrites.
+        let mut last = vec![None; enrolled.len()];
+        for (i, sample) in samples.iter().enumerate() {
+            let outcome = sample.as_ref().map_or("missing", |s| s.outcome.as_str());
+            last[i % enrolled.len()] = Some(if outcome == "200" { "200-other-trust" } else { outcome });
+        }
+        for (((id, _, in_answer), trusted), outcome) in enrolled.iter().zip(&trusted).zip(last) {
+            if in_answer.is_some() && !*trusted {
+                *report.untrusted_poll_outcomes.entry(outcome.unwrap_or("missing").into()).or_default() += 1;
+                if report.untrusted_ids.len() < 10 {
+                    report.untrusted_ids.push(id.clone());
+                }
+            }
+        }
         report.poll = Some(poll);
     }
     Ok(report)

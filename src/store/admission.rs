@@ -277,7 +277,7 @@ impl Store {
             // Finished: an approval removed since is an admin's decision.
             return Ok(false);
         }
-        if self.is_approved(id) {
+        if self.approved_now(id)? {
             self.remove_claim(id);
             return Ok(false);
         }
@@ -379,7 +379,7 @@ impl Store {
     fn holder_with_same_ca(&self, mac: &Mac, fresh: &NodeRecord) -> StoreResult<Option<NodeRecord>> {
         let Some(ca) = fresh.ca_sha256.as_deref() else { return Ok(None) };
         let Some(Holder::Node(holder)) = self.tokens.ledger.holder_by_ca(mac, ca)? else { return Ok(None) };
-        if self.is_rejected(&holder) {
+        if self.rejected_now(&holder)? {
             return Ok(None);
         }
         Ok(self.read_record_or_claim(&holder)?.filter(|earlier| earlier.ca_sha256.as_deref() == Some(ca)))
@@ -402,7 +402,7 @@ impl Store {
         let last = self.tokens.ledger.first_free(mac, uses) - 1;
         for n in (last.saturating_sub(RECENT_USES_LOOKED_AT) + 1..=last).rev() {
             let Some(Holder::Node(holder)) = self.tokens.ledger.holder(mac, n)? else { continue };
-            if self.is_rejected(&holder) {
+            if self.rejected_now(&holder)? {
                 continue;
             }
             if let Some(earlier) = self.read_record_or_claim(&holder)?
@@ -443,7 +443,7 @@ impl Store {
         if self.is_unfinished(&id)? {
             self.finish(&mut earlier, token, Some(bundle_version))?;
             self.remove_claim(&id);
-        } else if !self.is_approved(&id) {
+        } else if !self.approved_now(&id)? {
             return Ok(None);
         }
         self.audit.record(AuditEvent::Readmitted {

@@ -43,6 +43,14 @@ impl Store {
         durable::present(&self.approval_path(id)).unwrap_or(false)
     }
 
+    /// Whether `approved/<id>` exists, or (refused) why that cannot be told:
+    /// for the decisions that must not be taken on a guess.
+    pub fn approved_now(&self, id: &NodeId) -> StoreResult<bool> {
+        let path = self.approval_path(id);
+        durable::present(&path)
+            .map_err(|e| Undecidable::refuse("whether this node is approved", &durable::with_path(e, &path)))
+    }
+
     /// Who approved `id`, when it is approved.
     pub fn approval(&self, id: &NodeId) -> Option<DecisionNote> {
         use std::os::unix::fs::MetadataExt;
@@ -70,6 +78,15 @@ impl Store {
         self.present_now(&self.marker("rejected", id)).unwrap_or(true)
     }
 
+    /// Whether `id` is rejected, as the file server has it now, or (refused)
+    /// why that cannot be told: for the decisions that must not be taken on
+    /// a guess either way.
+    pub fn rejected_now(&self, id: &NodeId) -> StoreResult<bool> {
+        let path = self.marker("rejected", id);
+        self.present_now(&path)
+            .map_err(|e| Undecidable::refuse("whether this node is rejected", &durable::with_path(e, &path)))
+    }
+
     /// Who rejected `id`, when it is rejected.
     pub fn rejection(&self, id: &NodeId) -> Option<DecisionNote> {
         let note = durable::read_fresh(&self.marker("rejected", id)).ok()?;
@@ -80,10 +97,35 @@ impl Store {
     }
 
     /// Whether polls of `id` get 404: rejected, unless the rejection came
-    /// from its CA alone and an admin made `approved/<id>` anyway.
+    /// from its CA alone and an admin made `approved/<id>` anyway. When
+    /// that cannot be told, it is.
     pub fn poll_refused(&self, id: &NodeId) -> bool {
-        self.is_rejected(id)
-            && !(self.is_approved(id) && self.rejection(id).is_some_and(|r| r.by == DecidedBy::RejectedCa))
+        self.poll_refused_now(id).unwrap_or(true)
+    }
+
+    /// [`Store::poll_refused`], or why it cannot be told: a poll answers
+    /// that with 503, never 404, for a node told 404 forgets its enrollment
+    /// and announces again only an hour later, without its token.
+    pub(super) fn poll_refused_now(&self, id: &NodeId) -> io::Result<bool> {
+        let rejection = self.marker("rejected", id);
+        if !self.present_now(&rejection).map_err(|e| durable::with_path(e, &rejection))? {
+            return Ok(false);
+        }
+        let approval = self.approval_path(id);
+        if !durable::present(&approval).map_err(|e| durable::with_path(e, &approval))? {
+            return Ok(true);
+        }
+        match durable::read_fresh(&rejection) {
+            // An approval overrides a rejection of the CA alone; a note that
+            // does not parse is an admin's own file, which it does not.
+            Ok(note) => {
+                Ok(serde_json::from_slice::<DecisionNote>(&note)
+                    .map_or(true, |r| r.by != DecidedBy::RejectedCa))
+            }
+            // Lifted between the two looks.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(durable::with_path(e, &rejection)),
+        }
     }
 
     /// An admin's rejection of `id` (its polls get 404), withdrawing any
@@ -350,9 +392,10 @@ impl Store {
         self.remove_record_unless(id, settled, before)
     }
 
-    /// Whether the trust went out to `id` already.
-    pub(super) fn was_delivered(&self, id: &NodeId) -> bool {
-        durable::present(&self.marker("delivered", id)).unwrap_or(false)
+    /// Whether the trust went out to `id` already, or why that cannot be told.
+    pub(super) fn was_delivered(&self, id: &NodeId) -> io::Result<bool> {
+        let path = self.marker("delivered", id);
+        durable::present(&path).map_err(|e| durable::with_path(e, &path))
     }
 
     /// Marks the trust as gone out to `id`: true for the first marking

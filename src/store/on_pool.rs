@@ -145,7 +145,7 @@ impl AsyncStore {
     /// The record of `id` while no admin (nor anything else) decided on it.
     pub async fn undecided_record(&self, id: NodeId) -> Result<Option<NodeRecord>, StoreError> {
         self.on_pool(move |store| {
-            if store.is_approved(&id) || store.is_rejected(&id) {
+            if store.approved_now(&id)? || store.rejected_now(&id)? {
                 return Ok(None);
             }
             store.read_record(&id)

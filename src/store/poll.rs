@@ -5,13 +5,16 @@
 //! Invariants: the presented secret is hashed and compared with the
 //! record's hash in constant time; an unknown id, a wrong secret and a
 //! rejected node are the same answer ([`PollAnswer::Unknown`]), so a
-//! client cannot tell them apart. The usual poll costs a 1 KiB read (only
+//! client cannot tell them apart; a look that fails refuses the poll (503),
+//! never answers it (404 would make a node forget its enrollment). The usual poll costs a 1 KiB read (only
 //! the secret's hash is parsed out of it) and three `stat`s ([`Look`], which
 //! writes nothing); only the first delivery reads the approval and writes.
 
+use std::io;
+
 use subtle::ConstantTimeEq;
 
-use super::error::StoreResult;
+use super::error::{StoreResult, Undecidable};
 use super::{AuditEvent, DecidedBy, DecisionNote, NodeId, Store};
 use crate::pki::sha256_hex;
 
@@ -79,15 +82,20 @@ impl Store {
         };
         let presented = sha256_hex(secret);
         let matches: bool = presented.as_bytes().ct_eq(stored.poll_secret_sha256.as_bytes()).into();
-        Ok(Look::Answer(if !matches || self.poll_refused(id) {
-            PollAnswer::Unknown
-        } else if !self.is_approved(id) {
-            PollAnswer::Pending
-        } else if self.was_delivered(id) {
-            PollAnswer::Admitted
-        } else {
-            return Ok(Look::FirstDelivery);
-        }))
+        // A look that fails refuses the poll (503: the node retries): never
+        // 404 (it would forget its enrollment) nor 200 on a guess.
+        let undecidable = |what| move |e: io::Error| Undecidable::refuse(what, &e);
+        Ok(Look::Answer(
+            if !matches || self.poll_refused_now(id).map_err(undecidable("whether this node is rejected"))? {
+                PollAnswer::Unknown
+            } else if !self.approved_now(id)? {
+                PollAnswer::Pending
+            } else if self.was_delivered(id).map_err(undecidable("whether the trust went out"))? {
+                PollAnswer::Admitted
+            } else {
+                return Ok(Look::FirstDelivery);
+            },
+        ))
     }
 
     fn record_first_delivery(

@@ -137,6 +137,10 @@ fn swarm_polls_another_replica_and_says_who_was_not_given_the_trust() {
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["admitted_in_answer"], 3, "{report}");
     assert_eq!(report["admitted_untrusted_in_poll"], 3, "{report}");
+    // And what their last polls were answered, with their ids to look up.
+    assert_eq!(report["untrusted_poll_outcomes"]["error"], 3, "{report}");
+    assert_eq!(report["untrusted_ids"].as_array().map(Vec::len), Some(3), "{report}");
+    assert!(stdout.contains(r#"(last answered {"error": 3})"#), "{stdout}");
 }
 
 #[test]

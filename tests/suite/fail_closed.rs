@@ -2,7 +2,9 @@
 //! `tokens.meta.json` fails closed, a revoke is final without its metadata,
 //! numbers from outside are bounded, a dangling `tokens` link is refused,
 //! an admin's forced approval is never undone by an announcement, and a
-//! node whose claim stalled before its CA index is readmitted, not parked.
+//! node whose claim stalled before its CA index is readmitted, not parked,
+//! and a poll or a readmission whose decisions cannot be looked up is
+//! refused, not answered on a guess.
 
 use std::fs;
 
@@ -472,5 +474,72 @@ async fn a_metadata_file_past_its_size_bound_is_unreadable() {
     assert!(answer.text().contains("64 MiB"), "{}", answer.text());
     let (ok, _, err) = admin(&fx.state(), &["tokens", "add", "--uses", "2"]);
     assert!(!ok && err.contains("64 MiB"), "{err}");
+    server.stop().await;
+}
+
+/// A state subdirectory moved aside and an empty file put in its place, so
+/// a name looked up in it is ENOTDIR (for root too: no permission bit can
+/// refuse root); put back when dropped.
+struct FileInPlaceOf(std::path::PathBuf, std::path::PathBuf);
+
+impl FileInPlaceOf {
+    fn dir(dir: &std::path::Path) -> Self {
+        let aside = dir.with_extension("aside");
+        fs::rename(dir, &aside).unwrap();
+        fs::write(dir, b"").unwrap();
+        FileInPlaceOf(dir.to_path_buf(), aside)
+    }
+}
+
+impl Drop for FileInPlaceOf {
+    fn drop(&mut self) {
+        fs::remove_file(&self.0).unwrap();
+        fs::rename(&self.1, &self.0).unwrap();
+    }
+}
+
+/// A poll whose decision files cannot be looked up is refused (503): never
+/// answered 404, which makes a node forget its enrollment and announce
+/// again an hour later without its token, nor 202 or 200 on a guess. Once
+/// they can be looked up, the poll is answered again.
+#[tokio::test]
+async fn a_poll_that_cannot_look_at_its_decisions_is_refused_not_answered() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let (client, path, secret) = approved_node(&fx, server.addr).await;
+    for sub in ["rejected", "approved", "delivered"] {
+        let _unlookable = FileInPlaceOf::dir(&fx.state().join(sub));
+        let answer = get(&client, &path, Some(&secret)).await;
+        assert_eq!(answer.status, 503, "{sub}: {}", String::from_utf8_lossy(&answer.body));
+        assert!(json(&answer)["error"].as_str().unwrap().contains("cannot tell"), "{sub}");
+    }
+    assert_eq!(get(&client, &path, Some(&secret)).await.status, 200);
+    server.stop().await;
+}
+
+/// The node that spent a token announces again (its answer was lost) while
+/// its approval, or its rejection, cannot be looked up: refused (503, the
+/// node retries), never parked as a new pending record on a guess; once
+/// they can be, it is readmitted with its first id.
+#[tokio::test]
+async fn a_readmission_that_cannot_look_at_its_decisions_is_refused_not_parked() {
+    let fx = Fixture::new();
+    fx.write_tokens("the-token\n");
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    let (id, _, status) = announce(&client, "edge", &ca, "the-token").await;
+    assert_eq!(status, 201);
+    let records_before = records(&fx.state()).len();
+    for sub in ["rejected", "approved"] {
+        let _unlookable = FileInPlaceOf::dir(&fx.state().join(sub));
+        let answer = post(&client, &announcement("edge", &ca, "the-token", &new_secret())).await;
+        assert_eq!(answer.status, 503, "{sub}: {}", String::from_utf8_lossy(&answer.body));
+        assert!(json(&answer).get("service_cert_pem").is_none());
+    }
+    assert_eq!(records(&fx.state()).len(), records_before, "nothing parked");
+    let answer = post(&client, &announcement("edge", &ca, "the-token", &new_secret())).await;
+    assert_eq!((answer.status, json(&answer)["admitted"].as_bool()), (201, Some(true)));
+    assert_eq!(json(&answer)["id"], id.as_str(), "its first id");
     server.stop().await;
 }
