@@ -16,6 +16,12 @@
 #                it; a node presents it at a at once: it must not be
 #                admitted (a's NFS client cached the `.revoked` mark's
 #                absence, and hid b's for about 20 s before the fix)
+#   record-seen  a's admission of a node stalls right after it claimed its
+#                token's use (a debug build's hook); a node of another CA
+#                presents the token at b, which looks for the use's holder
+#                (its record not yet written); a's admission is let go and
+#                its node polls at b at once: it must be handed the trust,
+#                not 404 (b's NFS client cached the record's absence)
 #
 # The server's lease and grace time are JANUS_NFS_LEASE (default 15 s, the
 # kernel's floor is 10; a stock server says 90) so a run outlasts it fast.
@@ -43,7 +49,7 @@ inns() { ip netns exec "${JANUS_LAB_NETNS:-jrlab}" "$@"; }
 say() { echo "replicas-on-nfs: $*"; }
 [ "$(id -u)" = 0 ] || { echo "replicas-on-nfs: SKIPPED: not root"; exit 0; }
 
-runs="${JANUS_NFS_RUNS:-plain sigkill cut nfs-restart lease revoke-seen}"
+runs="${JANUS_NFS_RUNS:-plain sigkill cut nfs-restart lease revoke-seen record-seen}"
 lease="${JANUS_NFS_LEASE:-15}"
 tokens="${JANUS_NFS_TOKENS:-60}"
 bin="${JANUS_NFS_BIN:-target/release/janus-registration}"
@@ -51,9 +57,12 @@ if [ ! -x "$bin" ]; then
   say "building $bin"
   cargo build --release --locked >/dev/null 2>&1
 fi
-# The lease run's stalled admin: a debug build (its test hook), stripped.
+# The lease run's stalled admin and the record-seen run's stalled replica:
+# a debug build (its test hooks), stripped.
 debug_bin="${JANUS_NFS_DEBUG_BIN:-target/debug/janus-registration}"
-if [[ " $runs " = *" lease "* ]] && [ ! -x "$debug_bin" ]; then
+needs_debug=""
+[[ " $runs " = *" lease "* || " $runs " = *" record-seen "* ]] && needs_debug=1
+if [ -n "$needs_debug" ] && [ ! -x "$debug_bin" ]; then
   say "building $debug_bin"
   cargo build --locked >/dev/null 2>&1
 fi
@@ -90,17 +99,17 @@ for host in a b; do
   lab ssh "$host" 'mkdir -p /opt/jr/fleet' && for file in "$work"/fleet/*; do lab copy "$file" "$host:/opt/jr/fleet/"; done
   lab ssh "$host" 'chown -R janus:janus /opt/jr'
 done
-if [[ " $runs " = *" lease "* ]]; then
+if [ -n "$needs_debug" ]; then
   strip -o "$work/janus-registration-debug" "$debug_bin"
   lab copy "$work/janus-registration-debug" a:/opt/jr/janus-registration-debug
 fi
 say "lab ready in $((SECONDS - started)) s: NFSv4.2 (hard, root_squash) from nfs, mounted on a and b"
 
 as_janus() { lab ssh "$1" "runuser -u janus -- $2"; }
-serve() { # HOST STATE
+serve() { # HOST STATE [BINARY [NAME=VALUE]]: the replica, as a unit
   lab ssh "$1" "systemd-run --quiet --unit jr -p User=janus -p Group=janus \
-    -E JANUS_REGISTRATION_MAX_PENDING=100000000 \
-    /opt/jr/janus-registration serve --listen 0.0.0.0:8443 --state $2 \
+    -E JANUS_REGISTRATION_MAX_PENDING=100000000 ${4:+-E $4} \
+    ${3:-/opt/jr/janus-registration} serve --listen 0.0.0.0:8443 --state $2 \
     --fleet /opt/jr/fleet --cert /opt/jr/controller.crt --key /opt/jr/controller.key \
     --rate-burst 100000000 --max-connections-per-source 0 --max-connections-per-network 0 \
     --maintenance-every 1s --reconcile-every 2s"
@@ -202,14 +211,50 @@ revoke_seen() { # STATE
   lab ssh a 'systemctl stop jr' || true
   echo "$bad" >"$work/revoke.bad"
 }
+# The record-seen run (see the top): what went wrong, if anything, goes to
+# $work/record.bad.
+record_seen() { # STATE
+  local state=$1 token="nfs-record-seen-$RANDOM$RANDOM$RANDOM" first bad="" report
+  as_janus a "mkdir -m 0700 $state"
+  echo "$token" >"$work/tokens"
+  lab copy "$work/tokens" a:/opt/jr/tokens && lab ssh a 'chmod 0644 /opt/jr/tokens'
+  as_janus a "cp /opt/jr/tokens $state/tokens"
+  lab ssh a 'touch /tmp/stall-claim && chmod 0644 /tmp/stall-claim'
+  serve a "$state" /opt/jr/janus-registration-debug JANUS_REGISTRATION_TEST_STALL_AFTER_CLAIM=/tmp/stall-claim
+  serve b "$state"
+  wait_healthy 10.77.0.11
+  wait_healthy 10.77.0.12
+  # One node at a, polled once at b: its admission stalls after the claim
+  # (the agent gives up after 10 s, as janusd: the rest must fit in that).
+  inns "$bin" agent swarm --addr 10.77.0.11:8443 --poll-addr 10.77.0.12:8443 --fleet-root "$work/fleet/root.crt" \
+    --nodes 1 --tokens "$work/tokens" --polls 1 --json "$work/record-1.json" >/dev/null 2>&1 &
+  first=$!
+  for _ in $(seq 40); do
+    [ "$(as_janus a "sh -c 'ls -a $state/nodes | grep -c ^.claim- || true'")" -ge 1 ] && break
+    sleep 0.2
+  done
+  # Another CA presents the token at b: b looks for the holder of its use.
+  inns "$bin" agent swarm --addr 10.77.0.12:8443 --fleet-root "$work/fleet/root.crt" \
+    --nodes 1 --tokens "$work/tokens" --polls 0 --json "$work/record-2.json" >/dev/null 2>&1 || true
+  lab ssh a 'rm -f /tmp/stall-claim'
+  wait "$first" || true
+  report=$(jq -c '{admitted_in_answer, admitted_untrusted_in_poll, untrusted_poll_outcomes, polls: .poll.outcomes}' \
+    "$work/record-1.json" 2>/dev/null || echo "no report")
+  say "record-seen: the node admitted at a, polled at b: $report; the other CA's node at b: $(jq -c '.announce.outcomes' "$work/record-2.json" 2>/dev/null || echo "no report")"
+  [ "$(jq .admitted_in_answer "$work/record-1.json" 2>/dev/null)" = 1 ] || bad="$bad not-admitted-at-a"
+  [ "$(jq .admitted_untrusted_in_poll "$work/record-1.json" 2>/dev/null)" = 0 ] || bad="$bad not-given-the-trust-at-b"
+  lab ssh a 'systemctl stop jr' || true
+  lab ssh b 'systemctl stop jr' || true
+  echo "$bad" >"$work/record.bad"
+}
 uses() { as_janus a "sh -c 'ls $1/token-uses 2>/dev/null | grep -cE \"^[0-9a-f]{64}-[0-9]+\\\$\" || true'"; }
 
 failed=""
 for run in $runs; do
   state="/mnt/share/jr/state-$run"
-  if [ "$run" = revoke-seen ]; then
-    revoke_seen "$state"
-    bad=$(xargs <"$work/revoke.bad")
+  if [ "$run" = revoke-seen ] || [ "$run" = record-seen ]; then
+    "${run/-/_}" "$state"
+    bad=$(xargs <"$work/${run%-seen}.bad")
     [ -n "$bad" ] && { say "$run: FAILED: $bad"; failed="$failed $run"; }
     continue
   fi

@@ -464,11 +464,18 @@ pub fn present(path: &Path) -> io::Result<bool> {
 /// token not revoked, a node or a CA not rejected); on a local filesystem
 /// it costs one `open` and `close` more.
 pub fn present_at_server(path: &Path) -> io::Result<bool> {
-    match retry_stale(|| File::open(parent_of(path))) {
+    match revalidate_parent(path) {
         Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),
-        Ok(_) => present(path),
+        Ok(()) => present(path),
     }
+}
+
+/// Opens `path`'s directory and closes it: an NFS client revalidates the
+/// directory (close-to-open) and drops the negative entries it cached in
+/// it, so the next lookup of a name another host made since finds it.
+pub fn revalidate_parent(path: &Path) -> io::Result<()> {
+    retry_stale(|| File::open(parent_of(path))).map(drop)
 }
 
 /// Removes `path` durably; a file already gone is not an error.

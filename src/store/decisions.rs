@@ -43,11 +43,13 @@ impl Store {
         durable::present(&self.approval_path(id)).unwrap_or(false)
     }
 
-    /// Whether `approved/<id>` exists, or (refused) why that cannot be told:
-    /// for the decisions that must not be taken on a guess.
+    /// Whether `approved/<id>` exists, as the file server has it now (an
+    /// approval another host made is not hidden by a negative entry this
+    /// one cached), or (refused) why that cannot be told: for the decisions
+    /// that must not be taken on a guess.
     pub fn approved_now(&self, id: &NodeId) -> StoreResult<bool> {
         let path = self.approval_path(id);
-        durable::present(&path)
+        self.present_now(&path)
             .map_err(|e| Undecidable::refuse("whether this node is approved", &durable::with_path(e, &path)))
     }
 
@@ -112,7 +114,7 @@ impl Store {
             return Ok(false);
         }
         let approval = self.approval_path(id);
-        if !durable::present(&approval).map_err(|e| durable::with_path(e, &approval))? {
+        if !self.present_now(&approval).map_err(|e| durable::with_path(e, &approval))? {
             return Ok(true);
         }
         match durable::read_fresh(&rejection) {

@@ -570,14 +570,28 @@ impl Store {
     }
 
     /// The record, or the claim a token admission left before writing it.
+    /// Neither found on a network filesystem, the file server is asked
+    /// again: a negative entry this client cached (it looked while another
+    /// host's admission was between its claim and its record) would part a
+    /// use from the node that holds it.
     fn read_record_or_claim(&self, id: &NodeId) -> StoreResult<Option<NodeRecord>> {
-        if let Some(record) = self.read_record(id)? {
-            return Ok(Some(record));
-        }
-        match read_record_at(&self.claim_path(id)) {
-            // A claim no process wrote whole is no record of anyone's.
-            Err(e) if e.kind() == io::ErrorKind::InvalidData => Ok(None),
-            other => Ok(other?),
+        let here = || -> StoreResult<Option<NodeRecord>> {
+            if let Some(record) = self.read_record(id)? {
+                return Ok(Some(record));
+            }
+            match read_record_at(&self.claim_path(id)) {
+                // A claim no process wrote whole is no record of anyone's.
+                Err(e) if e.kind() == io::ErrorKind::InvalidData => Ok(None),
+                other => Ok(other?),
+            }
+        };
+        match here()? {
+            None if !self.reads_cannot_hang() => {
+                let path = self.record_path(id);
+                durable::revalidate_parent(&path).map_err(|e| durable::with_path(e, &path))?;
+                here()
+            }
+            found => Ok(found),
         }
     }
 

@@ -5,10 +5,14 @@
 //! Invariants: the presented secret is hashed and compared with the
 //! record's hash in constant time; an unknown id, a wrong secret and a
 //! rejected node are the same answer ([`PollAnswer::Unknown`]), so a
-//! client cannot tell them apart; a look that fails refuses the poll (503),
-//! never answers it (404 would make a node forget its enrollment). The usual poll costs a 1 KiB read (only
-//! the secret's hash is parsed out of it) and three `stat`s ([`Look`], which
-//! writes nothing); only the first delivery reads the approval and writes.
+//! client cannot tell them apart. 404 makes a node forget its enrollment,
+//! so it is answered only on what the file server says: a look that fails
+//! refuses the poll (503, the node retries), and on a network filesystem an
+//! absent record, rejection override or approval is looked up again at the
+//! server (its directory opened first). The usual poll costs a 1 KiB read
+//! (only the secret's hash is parsed out of it) and three `stat`s
+//! ([`Look`], which writes nothing); only the first delivery reads the
+//! approval and writes.
 
 use std::io;
 
@@ -16,6 +20,7 @@ use subtle::ConstantTimeEq;
 
 use super::error::{StoreResult, Undecidable};
 use super::{AuditEvent, DecidedBy, DecisionNote, NodeId, Store};
+use crate::durable;
 use crate::pki::sha256_hex;
 
 /// What a poll is answered.
@@ -77,7 +82,19 @@ impl Store {
         struct SecretHash {
             poll_secret_sha256: String,
         }
-        let Some(stored) = super::read_record_at::<SecretHash>(&self.record_path(id))? else {
+        let path = self.record_path(id);
+        let Some(stored) = (match super::read_record_at::<SecretHash>(&path)? {
+            // Absent here: 404 makes the node forget its enrollment, so on a
+            // network filesystem the file server is asked again. A negative
+            // entry this client cached (it looked the id up while another
+            // host's admission had claimed its use but not yet written the
+            // record) hid the record for seconds.
+            None if !self.reads_cannot_hang() => {
+                durable::revalidate_parent(&path).map_err(|e| durable::with_path(e, &path))?;
+                super::read_record_at::<SecretHash>(&path)?
+            }
+            found => found,
+        }) else {
             return Ok(Look::Answer(PollAnswer::Unknown));
         };
         let presented = sha256_hex(secret);
