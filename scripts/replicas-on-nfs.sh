@@ -112,7 +112,7 @@ serve() { # HOST STATE [BINARY [NAME=VALUE]]: the replica, as a unit
     ${3:-/opt/jr/janus-registration} serve --listen 0.0.0.0:8443 --state $2 \
     --fleet /opt/jr/fleet --cert /opt/jr/controller.crt --key /opt/jr/controller.key \
     --rate-burst 100000000 --max-connections-per-source 0 --max-connections-per-network 0 \
-    --maintenance-every 1s --reconcile-every 2s"
+    ${serve_flags:---maintenance-every 1s --reconcile-every 2s}"
 }
 healthz() { inns curl -sk -o /dev/null -w '%{http_code}' --max-time 2 "https://$1:8443/healthz" || true; }
 wait_healthy() { # ADDR
@@ -221,7 +221,10 @@ record_seen() { # STATE
   as_janus a "cp /opt/jr/tokens $state/tokens"
   lab ssh a 'touch /tmp/stall-claim && chmod 0644 /tmp/stall-claim'
   serve a "$state" /opt/jr/janus-registration-debug JANUS_REGISTRATION_TEST_STALL_AFTER_CLAIM=/tmp/stall-claim
-  serve b "$state"
+  # b's maintenance, which lists nodes/ and so refreshes the client's view
+  # of it, at its default pace: whether a cached absence survives until
+  # the poll is then not a race with it.
+  serve_flags="--maintenance-every 60s --reconcile-every 60s" serve b "$state"
   wait_healthy 10.77.0.11
   wait_healthy 10.77.0.12
   # One node at a, polled once at b: its admission stalls after the claim
@@ -229,13 +232,20 @@ record_seen() { # STATE
   inns "$bin" agent swarm --addr 10.77.0.11:8443 --poll-addr 10.77.0.12:8443 --fleet-root "$work/fleet/root.crt" \
     --nodes 1 --tokens "$work/tokens" --polls 1 --json "$work/record-1.json" >/dev/null 2>&1 &
   first=$!
+  local id=""
   for _ in $(seq 40); do
-    [ "$(as_janus a "sh -c 'ls -a $state/nodes | grep -c ^.claim- || true'")" -ge 1 ] && break
+    id=$(as_janus a "sh -c 'ls -a $state/nodes | sed -n \"s/^\.claim-\(.*\)\.json\$/\1/p\"'")
+    [ -n "$id" ] && break
     sleep 0.2
   done
+  [ -n "$id" ] || bad="$bad no-claim-seen-at-a"
   # Another CA presents the token at b: b looks for the holder of its use.
   inns "$bin" agent swarm --addr 10.77.0.12:8443 --fleet-root "$work/fleet/root.crt" \
     --nodes 1 --tokens "$work/tokens" --polls 0 --json "$work/record-2.json" >/dev/null 2>&1 || true
+  # And b looks the record's name up once more, now (any process on b
+  # shares its client's cache): its absence is cached however the server's
+  # own lookup was timed.
+  as_janus b "stat $state/nodes/$id.json" >/dev/null 2>&1 && bad="$bad record-written-before-the-release"
   lab ssh a 'rm -f /tmp/stall-claim'
   wait "$first" || true
   report=$(jq -c '{admitted_in_answer, admitted_untrusted_in_poll, untrusted_poll_outcomes, polls: .poll.outcomes}' \
