@@ -338,27 +338,26 @@ pub async fn run(
             })
             .await;
         // A node admitted in its answer must be handed the same trust when it polls.
+        // And each node's last answer (samples are in order), for the
+        // report of those never handed it.
         let mut trusted = vec![false; enrolled.len()];
+        let mut last = vec!["missing"; enrolled.len()];
         for (i, sample) in samples.iter().enumerate() {
-            let (_, _, in_answer) = &enrolled[i % enrolled.len()];
+            let node = i % enrolled.len();
+            let (_, _, in_answer) = &enrolled[node];
             let polled = sample.as_ref().filter(|s| s.outcome == "200");
             let polled = polled.and_then(|s| serde_json::from_slice::<Trust>(&s.body).ok());
-            trusted[i % enrolled.len()] |= polled.is_some_and(|t| in_answer.as_ref() == Some(&t));
-        }
-        report.admitted_untrusted_in_poll = enrolled
-            .iter()
-            .zip(&trusted)
-            .filter(|((_, _, in_answer), trusted)| in_answer.is_some() && !**trusted)
-            .count();
-        // Each such node's last poll: samples are in order, a later one overwrites.
-        let mut last = vec![None; enrolled.len()];
-        for (i, sample) in samples.iter().enumerate() {
-            let outcome = sample.as_ref().map_or("missing", |s| s.outcome.as_str());
-            last[i % enrolled.len()] = Some(if outcome == "200" { "200-other-trust" } else { outcome });
+            trusted[node] |= polled.is_some_and(|t| in_answer.as_ref() == Some(&t));
+            last[node] = match sample.as_ref().map(|s| s.outcome.as_str()) {
+                Some("200") => "200-other-trust",
+                Some(outcome) => outcome,
+                None => "missing",
+            };
         }
         for (((id, _, in_answer), trusted), outcome) in enrolled.iter().zip(&trusted).zip(last) {
             if in_answer.is_some() && !*trusted {
-                *report.untrusted_poll_outcomes.entry(outcome.unwrap_or("missing").into()).or_default() += 1;
+                report.admitted_untrusted_in_poll += 1;
+                *report.untrusted_poll_outcomes.entry(outcome.into()).or_default() += 1;
                 if report.untrusted_ids.len() < 10 {
                     report.untrusted_ids.push(id.clone());
                 }
