@@ -64,6 +64,18 @@ pub struct Cli {
         help_heading = "Logging"
     )]
     pub log_level: String,
+    /// How long to wait for the state's lock files (tokens.lock,
+    /// decisions.lock) before giving up; a wait past 1 s is said, with the
+    /// holder's pid when this host's /proc/locks names it.
+    #[arg(
+        long,
+        global = true,
+        env = "JANUS_REGISTRATION_LOCK_WAIT",
+        default_value = "60s",
+        value_parser = crate::clock::parse_duration,
+        help_heading = "State"
+    )]
+    pub lock_wait: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]

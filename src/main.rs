@@ -10,6 +10,7 @@ use janus_registration::{admin, agent, certs, demo, healthcheck, server, shutdow
 fn main() -> ExitCode {
     let cli = Cli::parse();
     init_tracing(cli.log_format, &cli.log_level);
+    janus_registration::durable::lock::set_wait(cli.lock_wait);
     match run(cli) {
         Ok(code) => code,
         Err(failure) => {

@@ -14,12 +14,12 @@ use std::path::Path;
 use serde::Serialize;
 
 mod nodes;
-mod tokens;
+pub mod tokens;
 pub mod user_data;
 mod watch;
 pub use watch::{follow_decisions, with_node};
 
-pub use self::nodes::{node_views, nodes};
+pub use self::nodes::{Decision, NodeDetail, NodeList, approve, forget, history, node_list, nodes, reject, show_node};
 pub use self::tokens::tokens;
 
 use crate::clock::now_unix;
@@ -79,7 +79,7 @@ pub use args::{
 };
 
 /// One node as `nodes list --json` gives it: stable field names.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Clone, Serialize)]
 pub struct NodeView {
     /// The node id.
     pub id: String,
@@ -115,25 +115,28 @@ impl NodeView {
     }
 }
 
-fn view(store: &Store, record: &NodeRecord) -> NodeView {
-    let admitted_by = store
-        .approval(&record.id)
-        .map(|a| if a.user.is_empty() { a.by.to_string() } else { format!("{} ({})", a.by, a.user) })
+/// `record` as `nodes list --json` shows it, or (refused) why its state
+/// or its approval cannot be told: a listing never shows a guess.
+fn view(store: &Store, record: &NodeRecord) -> Result<NodeView> {
+    let approval = store.approval(&record.id)?;
+    let admitted_by = approval
+        .as_ref()
+        .map(|(a, _)| if a.user.is_empty() { a.by.to_string() } else { format!("{} ({})", a.by, a.user) })
         .or_else(|| record.admitted_by.as_ref().map(ToString::to_string));
-    NodeView {
+    Ok(NodeView {
         id: record.id.to_string(),
         name: record.name.clone(),
         address: record.address.clone(),
         peer_address: record.peer_address.clone(),
         ca_sha256: ca_sha256_of(record),
-        state: store.state_of(record),
+        state: store.state_of(record)?,
         announced_at: record.announced_at.clone(),
         admitted_by,
-        admitted_at: store.approved_at(&record.id).map(crate::clock::unix_to_rfc3339),
+        admitted_at: approval.map(|(_, at)| crate::clock::unix_to_rfc3339(at)),
         ca_cert_pem: record.ca_cert_pem.clone(),
         token_sha256_prefix: record.token_sha256_prefix.clone(),
         token_labels: record.token_labels.clone(),
-    }
+    })
 }
 
 /// The record's CA fingerprint; computed for records the reference wrote.
@@ -202,6 +205,17 @@ enum Among {
     All,
 }
 
+impl Among {
+    /// Whether a record in `state` is among these.
+    fn takes(self, state: NodeState) -> bool {
+        match self {
+            Among::Pending => state == NodeState::Pending,
+            Among::NotRejected => state != NodeState::Rejected,
+            Among::All => true,
+        }
+    }
+}
+
 /// The node `key` names: its id; a prefix of an id (6 hex digits or more)
 /// that only one record `among` has; or a name only one record `among`
 /// carries. An ambiguous key lists the candidates and fails.
@@ -223,11 +237,6 @@ fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> 
             all
         }
     };
-    let applies = |record: &NodeRecord| match among {
-        Among::Pending => store.state_of(record) == NodeState::Pending,
-        Among::NotRejected => store.state_of(record) != NodeState::Rejected,
-        Among::All => true,
-    };
     let lower = key.to_ascii_lowercase();
     let by_prefix = key.len() >= 6 && lower.bytes().all(|b| b.is_ascii_hexdigit());
     let mut matches = Vec::new();
@@ -235,8 +244,11 @@ fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> 
         if by_prefix && !id.as_str().starts_with(&lower) {
             continue;
         }
-        let Ok(Some(record)) = store.read_record(&id) else { continue };
-        if (by_prefix || record.name == key) && applies(&record) {
+        // A record that cannot be read, or whose state cannot be told,
+        // refuses the resolution: skipped, it could make an ambiguous name
+        // look like one node's.
+        let Some(record) = store.read_record(&id)? else { continue };
+        if (by_prefix || record.name == key) && among.takes(store.state_of(&record)?) {
             matches.push((id, record));
         }
     }
@@ -269,12 +281,8 @@ fn no_match(store: &Store, key: &str, among: Among) -> Result<String> {
     let lower = key.to_ascii_lowercase();
     let mut best: Option<(usize, String)> = None;
     store.scan(|id, record: NodeRecord| {
-        let ok = match among {
-            Among::Pending => store.state_of(&record) == NodeState::Pending,
-            Among::NotRejected => store.state_of(&record) != NodeState::Rejected,
-            Among::All => true,
-        };
-        if !ok {
+        // Only a hint: a record whose state cannot be told is not suggested.
+        if !matches!(store.state_of(&record), Ok(state) if among.takes(state)) {
             return;
         }
         for candidate in [record.name.clone(), id.as_str()[..lower.len().clamp(6, 32)].to_string()] {

@@ -4,7 +4,7 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use serde_json::json;
+use serde::{Deserialize, Serialize};
 
 use super::{
     AdminError, Among, ApproveArgs, CONSOLE_MARKER, IdArg, ListArgs, NodeView, NodesCommand, Result,
@@ -14,10 +14,58 @@ use super::{
 use crate::clock::now_unix;
 use crate::pki;
 use crate::store::audit::current_user;
-use crate::store::{Admitted, DecidedBy, NodeId, NodeRecord, NodeState, Store};
+use crate::store::{Admitted, NodeId, NodeRecord, NodeState, Store};
 use crate::terminal::{self, escape, escape_lines};
 
-/// Runs a `nodes` subcommand; `Ok` is what to print (empty when it printed already).
+/// What `nodes approve`, `reject` and `forget` did: printed by the CLI,
+/// answered by the admin API.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Decision {
+    /// Whether anything was written (false: it was so already).
+    pub changed: bool,
+    /// What was done and what follows from it, for people (escaped).
+    pub said: String,
+    /// The nodes it concerns, by id: what a caller shows next, never
+    /// resolved again by name.
+    pub ids: Vec<String>,
+}
+
+impl Decision {
+    fn changed(said: String, ids: Vec<String>) -> Self {
+        Decision { changed: true, said, ids }
+    }
+
+    fn unchanged(said: String, ids: Vec<String>) -> Self {
+        Decision { changed: false, said, ids }
+    }
+}
+
+/// One node as `nodes show --json` gives it: the list's fields and what
+/// is computed from the stored CA certificate.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeDetail {
+    /// What `nodes list --json` says of it (`ca_sha256` computed from the PEM).
+    #[serde(flatten)]
+    pub view: NodeView,
+    /// Whether the record's stored fingerprint is its certificate's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stored_ca_sha256_matches: Option<bool>,
+    /// The CA certificate's subject, as the certificate says it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_subject: Option<String>,
+    /// Its validity (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_not_before: Option<String>,
+    /// Its validity's end (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_not_after: Option<String>,
+    /// Whether its CA is rejected (`nodes reject`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub ca_rejected: Option<bool>,
+}
+
+/// Runs a `nodes` subcommand on the state directory; `Ok` is what to print
+/// (empty when it printed already).
 pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
     let store = match command {
         NodesCommand::List(_) | NodesCommand::Show(_) | NodesCommand::History(_) | NodesCommand::Watch(_) => {
@@ -30,66 +78,98 @@ pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
         NodesCommand::Watch(args) => super::watch::watch(&store, args),
         NodesCommand::Show(ShowArgs { id: node, json }) => {
             let (_, record) = find(&store, node, Among::All)?;
-            Ok(if *json { show_json(&store, &record) } else { show(&store, &record) })
+            Ok(if *json { terminal::json_text(&detail(&store, &record)?) } else { show(&store, &record)? })
         }
-        NodesCommand::Approve(args) => approve(&store, args),
-        NodesCommand::Reject(IdArg { id: node }) => {
-            let (id, record) = find(&store, node, Among::NotRejected)
-                .or_else(|e| find(&store, node, Among::All).map_err(|_| e))?;
-            let ca = ca_sha256_of(&record);
-            // Rejected, and its CA with it: unless that was lifted since (a
-            // `nodes forget` of the record the CA was rejected with), and
-            // then this rejects the CA again.
-            let ca_rejected = !crate::store::is_sha256_hex(&ca) || store.is_ca_rejected(&ca)?;
-            if store.rejected_now(&id)? && ca_rejected {
-                return Ok(format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)));
-            }
-            let was_admitted = store.state_of(&record) == NodeState::Admitted;
-            store.reject(&id, &ca, &current_user())?;
-            if was_admitted {
-                // Its trust went out (in the answer, or at a poll): a
-                // rejection cannot call it back, and the node, trusted, never
-                // announces again, so no undo is offered for it.
-                return Ok(format!(
-                    "rejected {id} ({}) and its CA {}: it was admitted, so it may hold the fleet's trust \
-                     already, which a rejection cannot take back (rotate the fleet's issuing CA to revoke \
-                     it); its polls get 404 from now on, and announcements of its CA are rejected at once",
-                    escape(&record.name),
-                    escape(&ca)
-                ));
-            }
-            Ok(format!(
-                "rejected {id} ({}) and its CA {}: its polls get 404 from now on, and its later \
-                 announcements (new ids, same CA) are rejected at once; `nodes forget {id}` lifts that",
-                escape(&record.name),
-                escape(&ca)
-            ))
-        }
-        NodesCommand::Forget(IdArg { id: node }) => {
-            let (id, _) = find(&store, node, Among::All)?;
-            match store.forget(&id, &current_user())? {
-                Some(ca) => Ok(format!(
-                    "forgot {id}, the record you rejected, and lifted the rejection of its CA {}: its next \
-                         announcement waits for approval again",
-                    escape(&ca)
-                )),
-                None => Ok(format!("forgot {id}")),
-            }
-        }
+        NodesCommand::Approve(args) => Ok(approve(&store, args)?.said),
+        NodesCommand::Reject(IdArg { id: node }) => Ok(reject(&store, node)?.said),
+        NodesCommand::Forget(IdArg { id: node }) => Ok(forget(&store, node)?.said),
         NodesCommand::History(ShowArgs { id: node, json }) => {
-            // A forgotten node has events but no record: its id still works.
-            let id = match NodeId::parse(node) {
-                Some(id) => id,
-                None => find(&store, node, Among::All)?.0,
-            };
-            let events = store.audit_trail().history(id.as_str())?;
-            if events.is_empty() {
-                return Err(AdminError::NotFound(format!("the audit trail has no events for {id}")));
-            }
+            let events = history(&store, node)?;
             let render = |e: &serde_json::Value| if *json { terminal::json_text(e) } else { event_line(e) };
             Ok(events.iter().map(render).collect::<Vec<_>>().join("\n"))
         }
     }
+}
+
+/// `nodes show`: the node `key` names (id, prefix or name), among all.
+pub fn show_node(store: &Store, key: &str) -> Result<NodeDetail> {
+    let (_, record) = find(store, key, Among::All)?;
+    detail(store, &record)
+}
+
+/// `nodes reject`: the node `key` names and its CA, rejected in the caller's name.
+pub fn reject(store: &Store, key: &str) -> Result<Decision> {
+    let (id, record) =
+        find(store, key, Among::NotRejected).or_else(|e| find(store, key, Among::All).map_err(|_| e))?;
+    let ca = ca_sha256_of(&record);
+    let ids = vec![id.to_string()];
+    // Rejected, and its CA with it: unless that was lifted since (a
+    // `nodes forget` of the record the CA was rejected with), and
+    // then this rejects the CA again.
+    let ca_rejected = !crate::store::is_sha256_hex(&ca) || store.is_ca_rejected(&ca)?;
+    if store.rejected_now(&id)? && ca_rejected {
+        return Ok(Decision::unchanged(
+            format!("{id} ({}) is already rejected; nothing changed", escape(&record.name)),
+            ids,
+        ));
+    }
+    let was_admitted = store.state_of(&record)? == NodeState::Admitted;
+    store.reject(&id, &ca, &current_user())?;
+    if was_admitted {
+        // Its trust went out (in the answer, or at a poll): a
+        // rejection cannot call it back, and the node, trusted, never
+        // announces again, so no undo is offered for it.
+        return Ok(Decision::changed(
+            format!(
+                "rejected {id} ({}) and its CA {}: it was admitted, so it may hold the fleet's trust \
+                 already, which a rejection cannot take back (rotate the fleet's issuing CA to revoke \
+                 it); its polls get 404 from now on, and announcements of its CA are rejected at once",
+                escape(&record.name),
+                escape(&ca)
+            ),
+            ids,
+        ));
+    }
+    Ok(Decision::changed(
+        format!(
+            "rejected {id} ({}) and its CA {}: its polls get 404 from now on, and its later \
+             announcements (new ids, same CA) are rejected at once; `nodes forget {id}` lifts that",
+            escape(&record.name),
+            escape(&ca)
+        ),
+        ids,
+    ))
+}
+
+/// `nodes forget`: every file of the node `key` names, in the caller's name.
+pub fn forget(store: &Store, key: &str) -> Result<Decision> {
+    let (id, _) = find(store, key, Among::All)?;
+    let ids = vec![id.to_string()];
+    Ok(match store.forget(&id, &current_user())? {
+        Some(ca) => Decision::changed(
+            format!(
+                "forgot {id}, the record you rejected, and lifted the rejection of its CA {}: its next \
+                 announcement waits for approval again",
+                escape(&ca)
+            ),
+            ids,
+        ),
+        None => Decision::changed(format!("forgot {id}"), ids),
+    })
+}
+
+/// `nodes history`: the audit trail's events of the node `key` names; a
+/// forgotten node has events but no record, and its id still works.
+pub fn history(store: &Store, key: &str) -> Result<Vec<serde_json::Value>> {
+    let id = match NodeId::parse(key) {
+        Some(id) => id,
+        None => find(store, key, Among::All)?.0,
+    };
+    let events = store.audit_trail().history(id.as_str())?;
+    if events.is_empty() {
+        return Err(AdminError::NotFound(format!("the audit trail has no events for {id}")));
+    }
+    Ok(events)
 }
 
 /// The records a filtered `nodes list` shows, grouped by CA, and the
@@ -114,8 +194,8 @@ fn filtered(store: &Store, args: &ListArgs) -> Result<(Vec<NodeView>, Vec<String
     let mut views: Vec<NodeView> = Vec::new();
     let mut problems = Vec::new();
     for id in ids {
-        match store.read_record(&id) {
-            Ok(Some(record)) => views.push(view(store, &record)),
+        match store.read_record(&id).map_err(AdminError::from).and_then(|r| r.map(|r| view(store, &r)).transpose()) {
+            Ok(Some(v)) => views.push(v),
             Ok(None) => {}
             Err(e) => problems.push(e.to_string()),
         }
@@ -140,25 +220,34 @@ fn filtered(store: &Store, args: &ListArgs) -> Result<(Vec<NodeView>, Vec<String
     Ok((views, problems))
 }
 
+/// What `nodes list` found: the nodes, and the records it could not show
+/// (each a reason, with its path): a listing is a view, so it goes on past
+/// them, and says so.
+#[derive(Debug, Clone, Serialize)]
+pub struct NodeList {
+    /// As `nodes list --json` shows them.
+    pub nodes: Vec<NodeView>,
+    /// Why each record left out could not be read or told.
+    pub unreadable: Vec<String>,
+}
+
 /// The nodes `args` asks for, as `nodes list --json` shows them: filtered
 /// ones grouped by CA, oldest first; all of them in directory order. For
 /// the admin API, which answers with them at once.
-pub fn node_views(state: &Path, args: &ListArgs) -> Result<Vec<NodeView>> {
-    let store = super::open_to_read(state)?;
+pub fn node_list(store: &Store, args: &ListArgs) -> Result<NodeList> {
     if !args.filters_by_state() {
-        let mut views = Vec::new();
-        let problems = store.scan(|_, record: NodeRecord| {
-            let v = view(&store, &record);
-            if v.has_labels(&args.labels) {
-                views.push(v);
-            }
+        let mut nodes = Vec::new();
+        let mut unreadable = Vec::new();
+        let mut problems = store.scan(|_, record: NodeRecord| match view(store, &record) {
+            Ok(v) if v.has_labels(&args.labels) => nodes.push(v),
+            Ok(_) => {}
+            Err(e) => unreadable.push(e.to_string()),
         })?;
-        say_skipped(problems);
-        return Ok(views);
+        problems.append(&mut unreadable);
+        return Ok(NodeList { nodes, unreadable: problems });
     }
-    let (views, problems) = filtered(&store, args)?;
-    say_skipped(problems);
-    Ok(views)
+    let (nodes, unreadable) = filtered(store, args)?;
+    Ok(NodeList { nodes, unreadable })
 }
 
 fn say_skipped(problems: Vec<String>) {
@@ -205,8 +294,12 @@ fn list_all_streaming(store: &Store, json: bool, labels: &[(String, String)]) ->
         let _ = writeln!(out, "{}", list_header());
     }
     let mut count = 0usize;
-    let problems = store.scan(|_, record: NodeRecord| {
-        let v = view(store, &record);
+    let mut unshown = Vec::new();
+    let mut problems = store.scan(|_, record: NodeRecord| {
+        let v = match view(store, &record) {
+            Ok(v) => v,
+            Err(e) => return unshown.push(e.to_string()),
+        };
         if !v.has_labels(labels) {
             return;
         }
@@ -217,6 +310,7 @@ fn list_all_streaming(store: &Store, json: bool, labels: &[(String, String)]) ->
         }
     })?;
     let _ = out.flush();
+    problems.append(&mut unshown);
     say_skipped(problems);
     Ok(if json { String::new() } else { format!("{count} node(s)") })
 }
@@ -245,7 +339,7 @@ fn list_row(v: &NodeView, same_ca: bool) -> String {
 
 /// `nodes approve`: every pending node of one CA (`--ca-sha256`), or one
 /// node checked against its console.
-fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
+pub fn approve(store: &Store, args: &ApproveArgs) -> Result<Decision> {
     if let Some(hex) = &args.ca_sha256 {
         return approve_by_ca(store, &normalize_fingerprint(hex)?, args.force);
     }
@@ -258,45 +352,53 @@ fn approve(store: &Store, args: &ApproveArgs) -> Result<String> {
 
 /// `nodes approve --ca-sha256 HEX`: every pending record of that CA (with
 /// `--force`, those rejected only for their CA too).
-fn approve_by_ca(store: &Store, want: &str, force: bool) -> Result<String> {
+fn approve_by_ca(store: &Store, want: &str, force: bool) -> Result<Decision> {
     let user = current_user();
-    let (records, _) = store.list_records()?;
+    let (records, unreadable) = store.list_records()?;
+    // A record left unread could be one of this CA's: which ones an
+    // approval by CA covers cannot be told.
+    if let Some(why) = unreadable.first() {
+        return Err(AdminError::Store(crate::store::StoreError::Io(std::io::Error::other(format!(
+            "cannot tell which records have the CA {want}: {why}"
+        )))));
+    }
     let ca_rejected = store.is_ca_rejected(want)?;
     if ca_rejected && !force {
         return Err(AdminError::Refused(rejected_ca_refusal(want)));
     }
-    // With --force, the records rejected only because their CA was are
-    // approved too: what the admin asked for.
-    let approvable = |r: &NodeRecord| match store.state_of(r) {
-        NodeState::Pending => true,
-        NodeState::Rejected => force && rejected_for_ca_only(store, r),
-        NodeState::Admitted => false,
-    };
-    let matching: Vec<&NodeRecord> =
-        records.iter().filter(|r| approvable(r) && ca_sha256_of(r) == want).collect();
+    let mut matching = Vec::new();
+    let mut approved = Vec::new();
+    for record in records.iter().filter(|r| ca_sha256_of(r) == want) {
+        // With --force, the records rejected only because their CA was are
+        // approved too: what the admin asked for.
+        match store.state_of(record)? {
+            NodeState::Pending => matching.push(record),
+            NodeState::Rejected if force && store.rejected_for_ca_only(&record.id)? => matching.push(record),
+            NodeState::Rejected => {}
+            NodeState::Admitted => approved.push(record.id.to_string()),
+        }
+    }
     if matching.is_empty() {
-        let approved: Vec<&str> = records
-            .iter()
-            .filter(|r| store.state_of(r) == NodeState::Admitted && ca_sha256_of(r) == want)
-            .map(|r| r.id.as_str())
-            .collect();
         if !approved.is_empty() {
-            return Ok(format!("already approved ({}); nothing changed", approved.join(", ")));
+            let said = format!("already approved ({}); nothing changed", approved.join(", "));
+            return Ok(Decision::unchanged(said, approved));
         }
         return Err(AdminError::NotFound(format!("no pending node has the CA SHA-256 {want}")));
     }
     let forced = force && ca_rejected;
     let mut out = String::new();
+    let mut ids = Vec::new();
     for record in matching {
         store.admit(Admitted::by_command(record.id.clone(), user.clone(), Some(want.to_string()), forced))?;
         let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
+        ids.push(record.id.to_string());
     }
-    Ok(out.trim_end().to_string())
+    Ok(Decision::changed(out.trim_end().to_string(), ids))
 }
 
 /// `nodes approve ID`: one node, its CA checked against its console
 /// (`--console`, `--expect-ca-sha256`) unless `--unchecked`.
-fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<String> {
+fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<Decision> {
     let user = current_user();
     let (node, record) = find(store, id, Among::Pending).or_else(|e| match NodeId::parse(id) {
         Some(_) => Err(e),
@@ -304,11 +406,14 @@ fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<String> {
         None => find(store, id, Among::All).map_err(|_| e),
     })?;
     let id = node.as_str();
-    if store.approved_now(&node)? && !store.poll_refused(&node) {
-        return Ok(format!("{id} ({}) is already approved; nothing changed", escape(&record.name)));
+    let ids = vec![id.to_string()];
+    if store.approved_now(&node)? && !store.poll_refused_now(&node)? {
+        let said = format!("{id} ({}) is already approved; nothing changed", escape(&record.name));
+        return Ok(Decision::unchanged(said, ids));
     }
-    if store.rejected_now(&node)? && !(args.force && rejected_for_ca_only(store, &record)) {
-        return Err(AdminError::Refused(if rejected_for_ca_only(store, &record) {
+    let for_ca_only = store.rejected_for_ca_only(&node)?;
+    if store.rejected_now(&node)? && !(args.force && for_ca_only) {
+        return Err(AdminError::Refused(if for_ca_only {
             format!(
                 "{id} was rejected because its CA {} was (`nodes reject`), and so is every later \
                  announcement of that CA; approve this one anyway with --force, or lift the rejection \
@@ -341,7 +446,7 @@ fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<String> {
     }
     let forced = args.force && store.is_ca_rejected(&have)?;
     store.admit(Admitted::by_command(node.clone(), user, expected.clone(), forced))?;
-    Ok(match expected {
+    let said = match expected {
         Some(_) => {
             format!(
                 "approved {id} ({}): its CA matches; it gets the trust at its next poll",
@@ -352,7 +457,8 @@ fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<String> {
             "approved {id} ({}) without a fingerprint check; it gets the trust at its next poll",
             escape(&record.name)
         ),
-    })
+    };
+    Ok(Decision::changed(said, ids))
 }
 
 /// The CA fingerprint the admin expects `id` to have: given, or read from
@@ -377,11 +483,6 @@ fn expected_fingerprint(args: &ApproveArgs, id: &str) -> Result<Option<String>> 
     }
 }
 
-/// Rejected at its announcement because its CA was, not by a command.
-fn rejected_for_ca_only(store: &Store, record: &NodeRecord) -> bool {
-    store.rejection(&record.id).is_some_and(|r| r.by == DecidedBy::RejectedCa)
-}
-
 fn rejected_ca_refusal(ca: &str) -> String {
     format!(
         "refusing: the CA SHA-256 {ca} was rejected (`nodes reject`); approve it anyway with --force, \
@@ -389,30 +490,36 @@ fn rejected_ca_refusal(ca: &str) -> String {
     )
 }
 
-/// `nodes show --json`: the list's fields and what `show` computes.
-fn show_json(store: &Store, record: &NodeRecord) -> String {
-    let mut value = serde_json::to_value(view(store, record)).unwrap_or_default();
+/// `nodes show --json`: the list's fields and what `show` computes; a
+/// CA's rejection that cannot be told refuses, as every state read does.
+fn detail(store: &Store, record: &NodeRecord) -> Result<NodeDetail> {
+    let mut detail = NodeDetail {
+        view: view(store, record)?,
+        stored_ca_sha256_matches: None,
+        ca_subject: None,
+        ca_not_before: None,
+        ca_not_after: None,
+        ca_rejected: None,
+    };
     if let Ok(der) = pki::first_certificate(record.ca_cert_pem.as_bytes(), "ca_cert_pem") {
         let computed = pki::sha256_hex(&der);
-        value["ca_sha256"] = json!(computed);
-        value["stored_ca_sha256_matches"] = json!(record.ca_sha256.as_deref().is_none_or(|s| s == computed));
+        detail.stored_ca_sha256_matches = Some(record.ca_sha256.as_deref().is_none_or(|s| s == computed));
         if let Ok(cert) = pki::parse(&der, "ca_cert_pem") {
             let validity = cert.validity();
-            value["ca_subject"] = json!(cert.subject().to_string());
-            value["ca_not_before"] = json!(crate::clock::unix_to_rfc3339(validity.not_before.timestamp()));
-            value["ca_not_after"] = json!(crate::clock::unix_to_rfc3339(validity.not_after.timestamp()));
+            detail.ca_subject = Some(cert.subject().to_string());
+            detail.ca_not_before = Some(crate::clock::unix_to_rfc3339(validity.not_before.timestamp()));
+            detail.ca_not_after = Some(crate::clock::unix_to_rfc3339(validity.not_after.timestamp()));
         }
-        // null: whether it is rejected cannot be told now.
-        value["ca_rejected"] = json!(store.is_ca_rejected(&computed).ok());
+        detail.ca_rejected = Some(store.is_ca_rejected(&computed)?);
+        detail.view.ca_sha256 = computed;
     }
-    value["ca_cert_pem"] = json!(record.ca_cert_pem);
-    terminal::json_text(&value)
+    Ok(detail)
 }
 
 /// `nodes show`: what an admin checks before approving, every field from
 /// the node escaped, the fingerprint computed from the stored PEM.
-fn show(store: &Store, record: &NodeRecord) -> String {
-    let v = view(store, record);
+fn show(store: &Store, record: &NodeRecord) -> Result<String> {
+    let v = view(store, record)?;
     let mut out = String::new();
     let field = |out: &mut String, label: &str, value: &str| {
         let _ = writeln!(out, "{label:<14}{}", escape(value));
@@ -481,7 +588,7 @@ fn show(store: &Store, record: &NodeRecord) -> String {
         );
     }
     out.push_str(&escape_lines(record.ca_cert_pem.trim_end()));
-    out
+    Ok(out)
 }
 
 /// `3m`, `5h`, `2d` since an RFC 3339 time.

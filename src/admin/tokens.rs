@@ -6,6 +6,7 @@ use std::path::Path;
 use super::{AdminError, Result, RevokeArgs, TokensCommand, TokensListArgs, open};
 use crate::clock::now_unix;
 use crate::store::audit::current_user;
+use crate::store::Store;
 use crate::store::tokens::{self, TokenMeta};
 use crate::terminal::{self, escape};
 
@@ -62,58 +63,114 @@ fn check_chosen(token: &str) -> std::result::Result<(), String> {
     Ok(())
 }
 
-/// What `tokens add --json` prints of one token.
-#[derive(serde::Serialize)]
-struct Added<'a> {
-    token: &'a str,
-    sha256: String,
-    sha256_prefix: String,
-    expires_at: Option<String>,
-    uses: u32,
-    description: Option<&'a str>,
-    labels: &'a std::collections::BTreeMap<String, String>,
+/// One token `tokens add` made or registered: what `tokens add --json`
+/// prints and `POST /v1/tokens` answers, the only place the token is said.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct AddedToken {
+    /// The token itself: said here, once.
+    pub token: String,
+    /// Its SHA-256, hex.
+    pub sha256: String,
+    /// The first 12 hex digits of its SHA-256, as the audit trail, `tokens
+    /// list` and the records of the nodes it admits name it.
+    pub sha256_prefix: String,
+    /// When it stops admitting (RFC 3339), if it does.
+    pub expires_at: Option<String>,
+    /// How many nodes it admits in all.
+    pub uses: u32,
+    /// What it is for.
+    pub description: Option<String>,
+    /// Its labels, given to the records of the nodes it admits.
+    pub labels: std::collections::BTreeMap<String, String>,
 }
 
-/// Runs a `tokens` subcommand; `Ok` is what to print.
+/// The tokens with a use left, and what makes the list less than certain.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct TokenList {
+    /// Redacted, in file order.
+    pub tokens: Vec<tokens::TokenInfo>,
+    /// Said beside the list: metadata that cannot be read, weak tokens.
+    pub warnings: Vec<String>,
+}
+
+/// A token revoked: its fingerprint, as the audit trail says it.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+pub struct Revoked {
+    /// The first 12 hex digits of its SHA-256.
+    pub sha256_prefix: String,
+}
+
+/// `tokens add`: the tokens made (or the one given) and registered, each
+/// audited in the caller's name; a bound or a token that may not be
+/// listed again refuses, and nothing is written.
+pub fn add(store: &Store, args: &super::TokensAddArgs) -> Result<Vec<AddedToken>> {
+    check_add(args)?;
+    let made: Vec<String> = match &args.token {
+        Some(chosen) => vec![chosen.clone()],
+        None => (0..args.count).map(|_| tokens::generate()).collect(),
+    };
+    let meta = TokenMeta {
+        description: args.description.clone(),
+        expires_at: args.expires_in.map(|d| now_unix() + d.as_secs() as i64),
+        uses: args.uses.filter(|&n| n > 1),
+        added_at: crate::clock::now_rfc3339(),
+        added_by: current_user(),
+        labels: args.labels.iter().cloned().collect(),
+        expiry_audited: false,
+    };
+    store.add_tokens(&made, &meta)?;
+    let added = |token: String| AddedToken {
+        sha256: crate::pki::sha256_hex(token.as_bytes()),
+        sha256_prefix: crate::store::audit::token_fingerprint(&token),
+        expires_at: meta.expires_at.map(crate::clock::unix_to_rfc3339),
+        uses: meta.total_uses(),
+        description: meta.description.clone(),
+        labels: meta.labels.clone(),
+        token,
+    };
+    Ok(made.into_iter().map(added).collect())
+}
+
+/// `tokens list`: spent and expired tokens swept first.
+pub fn list(store: &Store) -> Result<TokenList> {
+    store.sweep_tokens()?;
+    let tokens = store.list_tokens()?;
+    let mut warnings = Vec::new();
+    if let Some(why) = store.token_meta_unreadable() {
+        warnings.push(why.to_string());
+    }
+    let weak = tokens.iter().filter(|t| t.weak).count();
+    if weak > 0 {
+        warnings.push(format!(
+            "{weak} token(s) shorter than {} characters (WEAK): guessable; make tokens with `tokens add`",
+            tokens::WEAK_BELOW
+        ));
+    }
+    Ok(TokenList { tokens, warnings })
+}
+
+/// `tokens revoke`: the token `key` names (whole, a prefix only it has, or
+/// its SHA-256 prefix), revoked and audited in the caller's name.
+pub fn revoke(store: &Store, key: &str) -> Result<Revoked> {
+    let sha256_prefix = store
+        .revoke_token(key, &current_user())
+        .map_err(|cause| AdminError::Revoke { key: key.to_string(), cause })?;
+    Ok(Revoked { sha256_prefix })
+}
+
+/// Runs a `tokens` subcommand on the state directory; `Ok` is what to print.
 pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
     let store = open(state)?;
     match command {
         TokensCommand::Add(args) => {
-            check_add(args)?;
-            let made: Vec<String> = match &args.token {
-                Some(chosen) => vec![chosen.clone()],
-                None => (0..args.count).map(|_| tokens::generate()).collect(),
-            };
-            let user = current_user();
-            let meta = TokenMeta {
-                description: args.description.clone(),
-                expires_at: args.expires_in.map(|d| now_unix() + d.as_secs() as i64),
-                uses: args.uses.filter(|&n| n > 1),
-                added_at: crate::clock::now_rfc3339(),
-                added_by: user.clone(),
-                labels: args.labels.iter().cloned().collect(),
-                expiry_audited: false,
-            };
-            store.add_tokens(&made, &meta)?;
+            let made = add(&store, args)?;
             if !args.json {
-                return Ok(made.join("\n"));
+                return Ok(made.iter().map(|t| t.token.as_str()).collect::<Vec<_>>().join("\n"));
             }
-            let line = |token: &String| {
-                terminal::json_text(&Added {
-                    token,
-                    sha256: crate::pki::sha256_hex(token.as_bytes()),
-                    sha256_prefix: crate::store::audit::token_fingerprint(token),
-                    expires_at: meta.expires_at.map(crate::clock::unix_to_rfc3339),
-                    uses: meta.total_uses(),
-                    description: meta.description.as_deref(),
-                    labels: &meta.labels,
-                })
-            };
-            Ok(made.iter().map(line).collect::<Vec<_>>().join("\n"))
+            Ok(made.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"))
         }
         TokensCommand::List(TokensListArgs { json }) => {
-            store.sweep_tokens()?;
-            let list = store.list_tokens()?;
+            let TokenList { tokens: list, warnings } = list(&store)?;
             if *json {
                 return Ok(list.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
             }
@@ -136,24 +193,14 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 );
             }
             let _ = write!(out, "{} token(s)", list.len());
-            if let Some(why) = store.token_meta_unreadable() {
-                let _ = write!(out, "\nwarning: {}", escape(&why.to_string()));
-            }
-            let weak = list.iter().filter(|t| t.weak).count();
-            if weak > 0 {
-                let _ = write!(
-                    out,
-                    "\nwarning: {weak} token(s) shorter than {} characters (WEAK): guessable; make tokens with `tokens add`",
-                    tokens::WEAK_BELOW
-                );
+            for warning in warnings {
+                let _ = write!(out, "\nwarning: {}", escape(&warning));
             }
             Ok(out)
         }
         TokensCommand::Revoke(RevokeArgs { token: key }) => {
-            let fingerprint = store
-                .revoke_token(key, &current_user())
-                .map_err(|cause| AdminError::Revoke { key: key.clone(), cause })?;
-            Ok(format!("revoked the token with SHA-256 {fingerprint}…"))
+            let revoked = revoke(&store, key)?;
+            Ok(format!("revoked the token with SHA-256 {}…", revoked.sha256_prefix))
         }
     }
 }

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{AdminError, Result, TokensAddArgs, TokensCommand};
+use super::{AdminError, Result, TokensAddArgs};
 
 /// `user-data fleet` or `user-data announce`.
 #[derive(Debug, Subcommand)]
@@ -153,7 +153,8 @@ fn mint(state: &Path, args: &AnnounceArgs) -> Result<String> {
         json: false,
         labels: args.labels.clone(),
     };
-    super::tokens(state, &TokensCommand::Add(add))
+    let mut made = super::tokens::add(&super::open(state)?, &add)?;
+    Ok(made.remove(0).token)
 }
 
 /// A hostname the node can take: letters, digits, '-' and '.' (RFC 1123),

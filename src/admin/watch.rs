@@ -113,11 +113,17 @@ pub async fn follow_decisions(
 /// Adds to a decision's `event` the node it names, as `nodes list --json`
 /// shows it, while its record is there: what `nodes watch` prints and
 /// `serve --on-admitted` gives its program.
+/// A record that cannot be read or told is said as `node_unreadable`
+/// (why), never left out as if forgotten.
 pub fn with_node(store: &Store, event: &mut serde_json::Value) {
-    let record =
-        event["id"].as_str().and_then(NodeId::parse).and_then(|id| store.read_record(&id).ok().flatten());
-    if let Some(record) = record {
-        event["node"] = serde_json::to_value(view(store, &record)).unwrap_or_default();
+    let Some(id) = event["id"].as_str().and_then(NodeId::parse) else { return };
+    let shown = store.read_record(&id).map_err(super::AdminError::from).and_then(|record| {
+        record.map(|record| view(store, &record)).transpose()
+    });
+    match shown {
+        Ok(Some(node)) => event["node"] = serde_json::to_value(node).unwrap_or_default(),
+        Ok(None) => {}
+        Err(e) => event["node_unreadable"] = serde_json::Value::String(e.to_string()),
     }
 }
 

@@ -208,6 +208,11 @@ pub async fn nodes(client: &AdminClient, command: &NodesCommand) -> Result<Strin
                 query.append_pair("admitted_since", &crate::clock::unix_to_rfc3339(since));
             }
             let body = accepted(client.call("GET", &format!("/v1/nodes?{}", query.finish()), None).await?)?;
+            // As `nodes list --state` says them: on stderr, the listing goes on.
+            for why in body["unreadable"].as_array().map(Vec::as_slice).unwrap_or_default() {
+                let why = why.as_str().unwrap_or_default();
+                eprintln!("janus-registration: skipped an unreadable record: {}", crate::terminal::escape(why));
+            }
             Ok(lines(body["nodes"].as_array().map(Vec::as_slice).unwrap_or_default()))
         }
         NodesCommand::Show(args) => {

@@ -10,8 +10,12 @@
 //! what the credential's scopes say ([`credential`]); every change goes
 //! through the admin commands' own code on the state directory (the files
 //! stay the source of truth, a server on any replica sees it), audited
-//! with the credential's name. Bounded: 64 connections, 16 KiB bodies,
-//! 8 event streams at once.
+//! with the credential's name. Bounded as the nodes' port is: 64
+//! connections, 8 from one source and 16 from one network, and a full
+//! table evicts the oldest connection that has sent no request (a stranger
+//! without a credential never sends one), so churning strangers cannot
+//! keep a credential holder out; 16 KiB bodies; a deadline on each
+//! request's work; 8 event streams, 2 per credential.
 
 use std::future::Future;
 use std::io;
@@ -26,17 +30,27 @@ use axum_server::accept::Accept;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use tokio::net::TcpStream;
 
-use crate::server::accept::{Capped, Caps, ConnectionCap};
+use crate::server::accept::{Capped, Caps, ConnectionCap, Shedding};
+use crate::store::AsyncStore;
 use crate::tls::CurrentCert;
 
 pub mod client;
 pub mod credential;
+pub mod error;
+pub mod openapi;
 mod routes;
 
 pub use credential::{Caller, Scope};
+pub use routes::{
+    MAX_STREAMS, MAX_STREAMS_PER_CREDENTIAL, MAX_WORK, Needs, REQUEST_DEADLINE, table as route_table,
+};
 
 /// Connections the admin listener holds at once.
-const MAX_CONNECTIONS: usize = 64;
+pub const MAX_CONNECTIONS: usize = 64;
+/// Of them, from one source address (an IPv6 /64).
+pub const MAX_CONNECTIONS_PER_SOURCE: usize = 8;
+/// Of them, from one network (an IPv4 /24, an IPv6 /48).
+pub const MAX_CONNECTIONS_PER_NETWORK: usize = 16;
 
 /// Where the admin API listens and whom it trusts.
 #[derive(Debug, Clone)]
@@ -77,34 +91,85 @@ pub fn admin_roots(ca: &Path, fleet: &Path) -> Result<rustls::RootCertStore, Adm
     Ok(roots)
 }
 
+/// What the admin API serves with: the server's store, its certificate,
+/// and the signal that it stops.
+pub struct Serving {
+    /// The server's own store.
+    pub store: AsyncStore,
+    /// The state directory (the event stream follows its audit trail).
+    pub state: PathBuf,
+    /// The certificate both ports present.
+    pub cert: Arc<CurrentCert>,
+    /// The TLS handshake's and the request head's time limits.
+    pub timeouts: (Duration, Duration),
+    /// Becomes true when the server stops: event streams end.
+    pub closing: tokio::sync::watch::Receiver<bool>,
+}
+
 /// Serves the admin API on `listener` until `handle` shuts it down.
 pub fn spawn(
     listener: std::net::TcpListener,
     roots: rustls::RootCertStore,
-    cert: Arc<CurrentCert>,
-    state: PathBuf,
+    serving: Serving,
     handle: axum_server::Handle<SocketAddr>,
-    timeouts: (Duration, Duration),
 ) -> io::Result<tokio::task::JoinHandle<io::Result<()>>> {
-    let (handshake, head) = timeouts;
+    let (handshake, head) = serving.timeouts;
     listener.set_nonblocking(true)?;
     tracing::info!(admin_listen = %listener.local_addr()?, "serving the admin API");
-    let config = crate::tls::admin_server_config(cert, roots).map_err(io::Error::other)?;
+    let config = crate::tls::admin_server_config(serving.cert, roots).map_err(io::Error::other)?;
+    let cap = ConnectionCap::new(Caps {
+        max: MAX_CONNECTIONS,
+        per_source: MAX_CONNECTIONS_PER_SOURCE,
+        per_network: MAX_CONNECTIONS_PER_NETWORK,
+        evict: true,
+    });
     let tls = RustlsAcceptor::new(RustlsConfig::from_config(Arc::new(config)))
         .handshake_timeout(handshake)
-        .acceptor(ConnectionCap::new(Caps {
-            max: MAX_CONNECTIONS,
-            per_source: 0,
-            per_network: 0,
-            evict: false,
-        }));
+        .acceptor(cap.clone());
+    // The nodes' port's shedding: a handshake within the table's pressure,
+    // and a connection marked once its first request arrives, so only
+    // those that sent none are evicted.
+    let acceptor = Shedding { tls: Authenticating { tls }, cap, handshake, proxy: Arc::new([]) };
     let mut server = axum_server::from_tcp(listener)?
-        .acceptor(Authenticating { tls })
+        .acceptor(acceptor)
         .handle(handle)
         .http1_only()
         .first_request_timeout(head);
     server.http_builder().http1().keep_alive(true).header_read_timeout(Some(head));
-    Ok(tokio::spawn(server.serve(routes::router(state).into_make_service())))
+    let api = routes::Api::new(serving.store, serving.state, serving.closing);
+    Ok(tokio::spawn(server.serve(routes::router(api).into_make_service())))
+}
+
+/// One log line per request, in a span naming the credential: its status
+/// and time, and for a refusal what it said (for a fault, its cause).
+async fn log_request(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use tracing::Instrument;
+    let credential = match request.extensions().get::<Authenticated>().map(|a| a.as_ref().as_ref()) {
+        Some(Ok(caller)) => crate::terminal::escape(&caller.name).into_owned(),
+        _ => "-".to_string(),
+    };
+    let span = tracing::info_span!(
+        "admin_request",
+        method = %request.method(),
+        path = %request.uri().path(),
+        credential = %credential
+    );
+    let started = std::time::Instant::now();
+    let response = next.run(request).instrument(span.clone()).await;
+    let _entered = span.enter();
+    let status = response.status().as_u16();
+    let latency_us = started.elapsed().as_micros() as u64;
+    match response.extensions().get::<error::Refused>() {
+        Some(refused) if refused.level == tracing::Level::ERROR => {
+            tracing::error!(status, latency_us, cause = %refused.why, "admin request failed")
+        }
+        Some(refused) if refused.level == tracing::Level::WARN => {
+            tracing::warn!(status, latency_us, why = %refused.why, "admin request refused")
+        }
+        Some(refused) => tracing::info!(status, latency_us, why = %refused.why, "admin request refused"),
+        None => tracing::info!(status, latency_us, "admin request"),
+    }
+    response
 }
 
 /// The TLS handshake, then the credential it verified, given to every

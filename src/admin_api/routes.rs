@@ -1,104 +1,154 @@
-//! The admin API's routes: each one scope, each the admin command's own
-//! code run on the blocking pool for the caller's name, and one mapping
-//! from the commands' errors to statuses ([`ApiError`]).
+//! The admin API's routes: each added with the scope it needs through
+//! [`Routes::route`], the only way a route is added, so a route without a
+//! scope is not written; each handler runs the admin commands' typed
+//! functions on the server's own store ([`AsyncStore`]), for the caller's
+//! name, within [`REQUEST_DEADLINE`], and answers their values as JSON.
 //!
 //! Invariants: a request whose credential lacks the route's scope is
 //! answered 403 before anything is read; bodies are JSON with known fields
-//! only; no answer is 409 (a node would take it for protocol 1, and the
-//! port is not theirs, but the rule holds everywhere); a token is said only
-//! in the answer that made it (nothing here logs a request), and a revoke
-//! names it by its SHA-256 prefix, as that answer says it.
+//! only; nothing re-parses printed text; no answer is 409; a token is said
+//! only in the answer that made it, and a revoke names it by its SHA-256
+//! prefix, as that answer says it; at most [`MAX_WORK`] requests' state
+//! work runs at once (a hung mount holds that many pool threads, no more);
+//! event streams are bounded in all ([`MAX_STREAMS`]) and per credential
+//! ([`MAX_STREAMS_PER_CREDENTIAL`]), and end when the server stops.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, Extension, Path, RawQuery, State};
-use axum::http::StatusCode;
+use axum::extract::{DefaultBodyLimit, Path, RawQuery, Request, State};
+use axum::http::{Method, StatusCode};
+use axum::middleware::Next;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post};
-use axum::{Json, Router};
+use axum::routing::MethodRouter;
+use axum::{Extension, Json, Router};
 use serde::Deserialize;
 use serde_json::{Value, json};
 
+use super::error::AdminApiError;
 use super::{Authenticated, Caller, Scope};
-use crate::admin::{
-    AdminError, ApproveArgs, IdArg, ListArgs, NodesCommand, RevokeArgs, ShowArgs, TokensAddArgs,
-    TokensCommand,
-};
+use crate::admin::{AdminError, ApproveArgs, ListArgs, TokensAddArgs};
+use crate::store::{AsyncStore, Store};
 
 /// Event streams open at once, at most.
-const MAX_STREAMS: usize = 8;
+pub const MAX_STREAMS: usize = 8;
+/// Of them, held by one credential: one reader cannot take them all.
+pub const MAX_STREAMS_PER_CREDENTIAL: usize = 2;
+/// Requests whose state work runs at once, at most.
+pub const MAX_WORK: usize = 16;
+/// How long a request's work may take before it is answered 503 (the
+/// state on a hung mount): its pool thread stays with it, its permit too.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 
-#[derive(Clone)]
-struct Api {
-    state: Arc<PathBuf>,
-    streams: Arc<tokio::sync::Semaphore>,
+/// What a route needs of the caller's credential.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Needs {
+    /// A valid credential, whatever its scopes (`whoami`).
+    Credential,
+    /// A credential with this scope.
+    Scope(Scope),
 }
 
-pub(super) fn router(state: PathBuf) -> Router {
-    let api = Api { state: Arc::new(state), streams: Arc::new(tokio::sync::Semaphore::new(MAX_STREAMS)) };
-    Router::new()
-        .route("/v1/whoami", get(whoami))
-        .route("/v1/tokens", post(add_tokens))
-        .route("/v1/tokens/{sha256_prefix}", delete(revoke_token))
-        .route("/v1/nodes", get(list_nodes))
-        .route("/v1/nodes/{id}", get(show_node))
-        .route("/v1/nodes/{id}/approve", post(approve))
-        .route("/v1/nodes/{id}/reject", post(reject))
-        .route("/v1/events", get(events))
-        .fallback(|| async {
-            ApiError(StatusCode::NOT_FOUND, "no such route: see docs/orchestrating.md".into())
-        })
+/// What every handler shares.
+#[derive(Clone)]
+pub(super) struct Api {
+    /// The server's own store: one per process, its locks shared.
+    pub store: AsyncStore,
+    /// The state directory, for the event stream's follower.
+    pub state: Arc<PathBuf>,
+    pub streams: Arc<StreamSlots>,
+    pub work: Arc<tokio::sync::Semaphore>,
+    pub deadline: Duration,
+    /// Set when the server stops: open event streams end.
+    pub closing: tokio::sync::watch::Receiver<bool>,
+}
+
+impl Api {
+    pub fn new(store: AsyncStore, state: PathBuf, closing: tokio::sync::watch::Receiver<bool>) -> Self {
+        Api {
+            store,
+            state: Arc::new(state),
+            streams: Arc::default(),
+            work: Arc::new(tokio::sync::Semaphore::new(MAX_WORK)),
+            deadline: REQUEST_DEADLINE,
+            closing,
+        }
+    }
+}
+
+/// The router under construction: routes go in with what they need.
+struct Routes {
+    router: Router<Api>,
+    table: Vec<(Method, &'static str, Needs)>,
+}
+
+impl Routes {
+    /// Adds `handler` at `method` `path`, behind the check of `needs`.
+    fn route(mut self, method: Method, path: &'static str, needs: Needs, handler: MethodRouter<Api>) -> Self {
+        let checked = handler.route_layer(axum::middleware::from_fn(move |request: Request, next: Next| {
+            require(needs, request, next)
+        }));
+        self.router = self.router.route(path, checked);
+        self.table.push((method, path, needs));
+        self
+    }
+}
+
+/// Every route, the method, path and what it needs: the table the
+/// OpenAPI document and the tests walk.
+pub fn table() -> Vec<(Method, &'static str, Needs)> {
+    build().table
+}
+
+fn build() -> Routes {
+    use axum::routing::{delete, get, post};
+    let routes = Routes { router: Router::new(), table: Vec::new() };
+    routes
+        .route(Method::GET, "/v1/whoami", Needs::Credential, get(whoami))
+        .route(Method::POST, "/v1/tokens", Needs::Scope(Scope::Tokens), post(add_tokens))
+        .route(Method::DELETE, "/v1/tokens/{sha256_prefix}", Needs::Scope(Scope::Tokens), delete(revoke_token))
+        .route(Method::GET, "/v1/nodes", Needs::Scope(Scope::Read), get(list_nodes))
+        .route(Method::GET, "/v1/nodes/{id}", Needs::Scope(Scope::Read), get(show_node))
+        .route(Method::POST, "/v1/nodes/{id}/approve", Needs::Scope(Scope::Approve), post(approve))
+        .route(Method::POST, "/v1/nodes/{id}/reject", Needs::Scope(Scope::Reject), post(reject))
+        .route(Method::GET, "/v1/events", Needs::Scope(Scope::Read), get(events))
+        .route(Method::GET, "/v1/openapi.json", Needs::Credential, get(openapi))
+}
+
+pub(super) fn router(api: Api) -> Router {
+    build()
+        .router
+        .fallback(|| async { AdminApiError::NotFound("no such route: see GET /v1/openapi.json".into()) })
         .layer(DefaultBodyLimit::max(16 * 1024))
+        .layer(axum::middleware::from_fn(super::log_request))
         .with_state(api)
 }
 
-/// An answer that is not a success: its status and what to say.
-#[derive(Debug)]
-pub struct ApiError(StatusCode, String);
-
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
+/// The route's check: the caller, when its credential has what the route
+/// needs, goes to the handler in the request's extensions; 403 otherwise.
+async fn require(needs: Needs, mut request: Request, next: Next) -> Response {
+    let authenticated = request.extensions().get::<Authenticated>().cloned();
+    let caller = match authenticated.as_deref() {
+        Some(Ok(caller)) => caller.clone(),
+        Some(Err(why)) => return AdminApiError::Forbidden(why.clone()).into_response(),
+        None => return AdminApiError::Forbidden("no client certificate".into()).into_response(),
+    };
+    if let Needs::Scope(scope) = needs
+        && !caller.may(scope)
+    {
+        return AdminApiError::Forbidden(format!(
+            "the credential {:?} may not {}: it lacks the scope {:?}",
+            caller.name,
+            what(scope),
+            scope.name()
+        ))
+        .into_response();
     }
-}
-
-/// The one table from the commands' errors to statuses.
-impl From<AdminError> for ApiError {
-    fn from(error: AdminError) -> Self {
-        let status = match &error {
-            AdminError::NotFound(_) => StatusCode::NOT_FOUND,
-            AdminError::Ambiguous(_) | AdminError::Usage(_) | AdminError::Console { .. } => {
-                StatusCode::BAD_REQUEST
-            }
-            AdminError::Refused(_) => StatusCode::UNPROCESSABLE_ENTITY,
-            AdminError::Revoke { .. } => StatusCode::NOT_FOUND,
-            AdminError::State(_) | AdminError::Store(_) => StatusCode::SERVICE_UNAVAILABLE,
-        };
-        ApiError(status, crate::terminal::escape(&error.to_string()).into_owned())
-    }
-}
-
-type Answer = Result<Response, ApiError>;
-
-/// The caller, when its credential allows `scope`.
-fn allowed(authenticated: &Authenticated, scope: Scope) -> Result<Caller, ApiError> {
-    match authenticated.as_ref() {
-        Ok(caller) if caller.may(scope) => Ok(caller.clone()),
-        Ok(caller) => Err(ApiError(
-            StatusCode::FORBIDDEN,
-            format!(
-                "the credential {:?} may not {}: it lacks the scope {:?}",
-                caller.name,
-                what(scope),
-                scope.name()
-            ),
-        )),
-        Err(why) => Err(ApiError(StatusCode::FORBIDDEN, why.clone())),
-    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
 }
 
 fn what(scope: Scope) -> &'static str {
@@ -110,30 +160,47 @@ fn what(scope: Scope) -> &'static str {
     }
 }
 
-/// Runs `work` on the blocking pool, its audit events in `caller`'s name.
-async fn as_caller<T: Send + 'static>(
+type Answer = Result<Response, AdminApiError>;
+
+/// Runs `work` on the server's store, on the blocking pool, its audit
+/// events in `caller`'s name; 503 when [`MAX_WORK`] requests' work is
+/// running and none finishes within the deadline, or this one does not.
+async fn on_store<T: Send + 'static>(
+    api: &Api,
     caller: &Caller,
-    work: impl FnOnce() -> Result<T, AdminError> + Send + 'static,
-) -> Result<T, ApiError> {
+    work: impl FnOnce(&Store) -> Result<T, AdminError> + Send + 'static,
+) -> Result<T, AdminApiError> {
     let name = caller.name.clone();
-    match tokio::task::spawn_blocking(move || crate::store::audit::acting_for_here(&name, work)).await {
-        Ok(done) => Ok(done?),
-        Err(e) => Err(ApiError(StatusCode::INTERNAL_SERVER_ERROR, format!("the request's task failed: {e}"))),
-    }
+    let deadline = api.deadline;
+    let (store, slots) = (api.store.clone(), api.work.clone());
+    let run = async move {
+        let permit = slots.acquire_owned().await.map_err(|e| AdminApiError::Internal(e.to_string()))?;
+        let done = store
+            .run(move |store| {
+                let _permit = permit; // held while the work runs, however long
+                crate::store::audit::acting_for_here(&name, || work(store))
+            })
+            .await;
+        match done {
+            Ok(done) => done.map_err(AdminApiError::from),
+            // A panic's words are ours: logged, never sent.
+            Err(failed) => Err(AdminApiError::Internal(format!("the request's task failed: {failed}"))),
+        }
+    };
+    tokio::time::timeout(deadline, run).await.unwrap_or_else(|_| {
+        Err(AdminApiError::Unavailable(format!(
+            "the state did not answer within {} s (a hung mount?); what was asked may still be done: \
+             look before you retry",
+            deadline.as_secs()
+        )))
+    })
 }
 
-fn json_lines(text: &str) -> Vec<Value> {
-    text.lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
+async fn whoami(Extension(caller): Extension<Caller>) -> Json<Caller> {
+    Json(caller)
 }
 
-async fn whoami(Extension(authenticated): Extension<Authenticated>) -> Answer {
-    match authenticated.as_ref() {
-        Ok(caller) => Ok(Json(caller).into_response()),
-        Err(why) => Err(ApiError(StatusCode::FORBIDDEN, why.clone())),
-    }
-}
-
-/// `POST /v1/tokens`: `tokens add --json`, its fields as the body's.
+/// `POST /v1/tokens`: `tokens add`, its fields as the body's.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct NewTokens {
@@ -146,22 +213,19 @@ struct NewTokens {
     token: Option<String>,
 }
 
-async fn add_tokens(
-    State(api): State<Api>,
-    Extension(authenticated): Extension<Authenticated>,
-    body: Result<Json<NewTokens>, axum::extract::rejection::JsonRejection>,
-) -> Answer {
-    let caller = allowed(&authenticated, Scope::Tokens)?;
+type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
+
+async fn add_tokens(State(api): State<Api>, Extension(caller): Extension<Caller>, body: Body<NewTokens>) -> Answer {
     let Json(asked) = body.map_err(bad_body)?;
     if asked.token.is_some() && asked.count.is_some() {
-        return Err(ApiError(StatusCode::BAD_REQUEST, "give token or count, not both".into()));
+        return Err(AdminApiError::BadRequest("give token or count, not both".into()));
     }
     let expires_in = match asked.expires_in.as_deref().map(crate::clock::parse_duration) {
-        Some(Err(e)) => return Err(ApiError(StatusCode::BAD_REQUEST, format!("expires_in: {e}"))),
+        Some(Err(e)) => return Err(AdminApiError::BadRequest(format!("expires_in: {e}"))),
         Some(Ok(d)) => Some(d),
         None => None,
     };
-    let command = TokensCommand::Add(TokensAddArgs {
+    let args = TokensAddArgs {
         count: asked.count.unwrap_or(1),
         description: asked.description,
         expires_in,
@@ -169,39 +233,33 @@ async fn add_tokens(
         token: asked.token,
         json: true,
         labels: asked.labels.into_iter().collect(),
-    });
-    let state = api.state.clone();
-    let made = as_caller(&caller, move || crate::admin::tokens(&state, &command)).await?;
-    Ok((StatusCode::CREATED, Json(json!({ "tokens": json_lines(&made) }))).into_response())
+    };
+    let made = on_store(&api, &caller, move |store| crate::admin::tokens::add(store, &args)).await?;
+    Ok((StatusCode::CREATED, Json(json!({ "tokens": made }))).into_response())
 }
 
 /// `DELETE /v1/tokens/<sha256 prefix>`: by the fingerprint `POST /v1/tokens` said.
 async fn revoke_token(
     State(api): State<Api>,
-    Extension(authenticated): Extension<Authenticated>,
+    Extension(caller): Extension<Caller>,
     Path(prefix): Path<String>,
 ) -> Answer {
-    let caller = allowed(&authenticated, Scope::Tokens)?;
     if !(12..=64).contains(&prefix.len()) || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return Err(ApiError(
-            StatusCode::BAD_REQUEST,
-            "a token is revoked by its SHA-256 prefix, 12 to 64 hex digits (as POST /v1/tokens says it)"
-                .into(),
+        return Err(AdminApiError::BadRequest(
+            "a token is revoked by its SHA-256 prefix, 12 to 64 hex digits (as POST /v1/tokens says it)".into(),
         ));
     }
-    let command = TokensCommand::Revoke(RevokeArgs { token: prefix.to_lowercase() });
-    let state = api.state.clone();
-    let said = as_caller(&caller, move || crate::admin::tokens(&state, &command)).await?;
-    Ok(Json(json!({ "revoked": said })).into_response())
+    let key = prefix.to_lowercase();
+    let revoked = on_store(&api, &caller, move |store| crate::admin::tokens::revoke(store, &key)).await?;
+    Ok(Json(json!({ "revoked": revoked })).into_response())
 }
 
 /// `GET /v1/nodes?state=pending|admitted|rejected&label=K=V&admitted_since=WHEN`.
 async fn list_nodes(
     State(api): State<Api>,
-    Extension(authenticated): Extension<Authenticated>,
+    Extension(caller): Extension<Caller>,
     RawQuery(query): RawQuery,
 ) -> Answer {
-    let caller = allowed(&authenticated, Scope::Read)?;
     let mut args = ListArgs {
         pending: false,
         admitted: false,
@@ -210,7 +268,7 @@ async fn list_nodes(
         admitted_since: None,
         labels: Vec::new(),
     };
-    let bad = |why: String| ApiError(StatusCode::BAD_REQUEST, why);
+    let bad = AdminApiError::BadRequest;
     for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match key.as_ref() {
             "state" => match value.as_ref() {
@@ -226,26 +284,13 @@ async fn list_nodes(
             other => return Err(bad(format!("{other:?} is not a filter: state, label, admitted_since"))),
         }
     }
-    let state = api.state.clone();
-    let views = as_caller(&caller, move || crate::admin::node_views(&state, &args)).await?;
-    Ok(Json(json!({ "nodes": views })).into_response())
+    let listed = on_store(&api, &caller, move |store| crate::admin::node_list(store, &args)).await?;
+    Ok(Json(listed).into_response())
 }
 
-async fn show_node(
-    State(api): State<Api>,
-    Extension(authenticated): Extension<Authenticated>,
-    Path(id): Path<String>,
-) -> Answer {
-    let caller = allowed(&authenticated, Scope::Read)?;
-    let shown = node_json(&api, &caller, id).await?;
+async fn show_node(State(api): State<Api>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Answer {
+    let shown = on_store(&api, &caller, move |store| crate::admin::show_node(store, &id)).await?;
     Ok(Json(shown).into_response())
-}
-
-async fn node_json(api: &Api, caller: &Caller, id: String) -> Result<Value, ApiError> {
-    let state = api.state.clone();
-    let command = NodesCommand::Show(ShowArgs { id, json: true });
-    let text = as_caller(caller, move || crate::admin::nodes(&state, &command)).await?;
-    serde_json::from_str(&text).map_err(|e| ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string()))
 }
 
 /// `POST /v1/nodes/<id>/approve`: the CA's SHA-256 the orchestrator expects is required.
@@ -259,83 +304,125 @@ struct Approval {
 
 async fn approve(
     State(api): State<Api>,
-    Extension(authenticated): Extension<Authenticated>,
+    Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    body: Result<Json<Approval>, axum::extract::rejection::JsonRejection>,
+    body: Body<Approval>,
 ) -> Answer {
-    let caller = allowed(&authenticated, Scope::Approve)?;
     let Json(approval) = body.map_err(bad_body)?;
-    let command = NodesCommand::Approve(ApproveArgs {
-        id: Some(id.clone()),
+    let args = ApproveArgs {
+        id: Some(id),
         expect_ca_sha256: Some(approval.expect_ca_sha256),
         unchecked: false,
         console: None,
         ca_sha256: None,
         force: approval.force,
-    });
-    let state = api.state.clone();
-    let said = as_caller(&caller, move || crate::admin::nodes(&state, &command)).await?;
-    Ok(Json(json!({ "said": said, "node": node_json(&api, &caller, id).await? })).into_response())
+    };
+    decided(&api, &caller, move |store| crate::admin::approve(store, &args)).await
 }
 
-async fn reject(
-    State(api): State<Api>,
-    Extension(authenticated): Extension<Authenticated>,
-    Path(id): Path<String>,
+async fn reject(State(api): State<Api>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Answer {
+    decided(&api, &caller, move |store| crate::admin::reject(store, &id)).await
+}
+
+/// A decision's answer: what it did, and the node it names as it stands
+/// now, shown by the id the decision resolved (never by the name again).
+async fn decided(
+    api: &Api,
+    caller: &Caller,
+    decide: impl FnOnce(&Store) -> Result<crate::admin::Decision, AdminError> + Send + 'static,
 ) -> Answer {
-    let caller = allowed(&authenticated, Scope::Reject)?;
-    let command = NodesCommand::Reject(IdArg { id: id.clone() });
-    let state = api.state.clone();
-    let said = as_caller(&caller, move || crate::admin::nodes(&state, &command)).await?;
-    Ok(Json(json!({ "said": said, "node": node_json(&api, &caller, id).await? })).into_response())
+    let (decision, node) = on_store(api, caller, move |store| {
+        let decision = decide(store)?;
+        let node = match decision.ids.first() {
+            Some(id) => Some(crate::admin::show_node(store, id)?),
+            None => None,
+        };
+        Ok((decision, node))
+    })
+    .await?;
+    Ok(Json(json!({ "said": decision.said, "changed": decision.changed, "node": node })).into_response())
 }
 
-fn bad_body(rejection: axum::extract::rejection::JsonRejection) -> ApiError {
-    ApiError(
-        StatusCode::BAD_REQUEST,
-        format!("the body is not what this route takes: {}", rejection.body_text()),
-    )
+fn bad_body(rejection: axum::extract::rejection::JsonRejection) -> AdminApiError {
+    AdminApiError::BadRequest(format!("the body is not what this route takes: {}", rejection.body_text()))
+}
+
+/// `GET /v1/openapi.json`: the API described (OpenAPI 3.1).
+async fn openapi() -> Json<Value> {
+    Json(super::openapi::document())
 }
 
 /// `GET /v1/events[?since=1h]`: Server-Sent Events, one per admission,
 /// readmission, rejection and forget, each as `nodes watch` prints it.
-async fn events(
-    State(api): State<Api>,
-    Extension(authenticated): Extension<Authenticated>,
-    RawQuery(query): RawQuery,
-) -> Answer {
-    allowed(&authenticated, Scope::Read)?;
+async fn events(State(api): State<Api>, Extension(caller): Extension<Caller>, RawQuery(query): RawQuery) -> Answer {
     let mut since = None;
     for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match key.as_ref() {
             "since" => {
                 since = Some(
                     crate::clock::parse_duration(&value)
-                        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("since: {e}")))?,
+                        .map_err(|e| AdminApiError::BadRequest(format!("since: {e}")))?,
                 )
             }
-            other => {
-                return Err(ApiError(
-                    StatusCode::BAD_REQUEST,
-                    format!("{other:?} is not a parameter: since"),
-                ));
-            }
+            other => return Err(AdminApiError::BadRequest(format!("{other:?} is not a parameter: since"))),
         }
     }
-    let Ok(slot) = api.streams.clone().try_acquire_owned() else {
-        return Err(ApiError(
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("{MAX_STREAMS} event streams are open already"),
-        ));
-    };
+    let slot = api.streams.take(&caller.name)?;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Value>(64);
     let state = api.state.clone();
+    let mut closing = api.closing.clone();
     tokio::spawn(async move {
         let _slot = slot;
-        crate::admin::follow_decisions(state.as_ref().clone(), since, sender).await;
+        // The server stopping ends the stream (its sender dropped), so a
+        // shutdown does not wait out its grace on open streams.
+        tokio::select! {
+            () = crate::admin::follow_decisions(state.as_ref().clone(), since, sender) => {}
+            _ = closing.wait_for(|closed| *closed) => {}
+        }
     });
     let stream = Received(receiver);
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
+}
+
+/// Open event streams, by credential name.
+#[derive(Default)]
+pub(super) struct StreamSlots {
+    open: Mutex<HashMap<String, usize>>,
+}
+
+/// One open stream's place, given back when dropped.
+pub(super) struct StreamSlot {
+    slots: Arc<StreamSlots>,
+    name: String,
+}
+
+impl StreamSlots {
+    fn take(self: &Arc<Self>, name: &str) -> Result<StreamSlot, AdminApiError> {
+        let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
+        if open.values().sum::<usize>() >= MAX_STREAMS {
+            return Err(AdminApiError::Unavailable(format!("{MAX_STREAMS} event streams are open already")));
+        }
+        let mine = open.entry(name.to_string()).or_insert(0);
+        if *mine >= MAX_STREAMS_PER_CREDENTIAL {
+            return Err(AdminApiError::Unavailable(format!(
+                "the credential {name:?} holds {MAX_STREAMS_PER_CREDENTIAL} event streams already: close one"
+            )));
+        }
+        *mine += 1;
+        Ok(StreamSlot { slots: self.clone(), name: name.to_string() })
+    }
+}
+
+impl Drop for StreamSlot {
+    fn drop(&mut self) {
+        let mut open = self.slots.open.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = open.get_mut(&self.name) {
+            *n -= 1;
+            if *n == 0 {
+                open.remove(&self.name);
+            }
+        }
+    }
 }
 
 /// The decisions a follower sends, as a stream of events named by kind.
@@ -354,5 +441,31 @@ impl futures_core::Stream for Received {
                 Ok(Event::default().event(kind).data(d.to_string()))
             })
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn one_credential_holds_two_streams_and_all_hold_eight() {
+        let slots = Arc::new(StreamSlots::default());
+        let a: Vec<_> = (0..2).map(|_| slots.take("a").unwrap()).collect();
+        assert!(matches!(slots.take("a"), Err(AdminApiError::Unavailable(_))), "a third for one credential");
+        let others: Vec<_> = (0..6).map(|i| slots.take(&format!("o{}", i / 2)).unwrap()).collect();
+        assert!(slots.take("fresh").is_err(), "eight in all");
+        drop(a);
+        assert!(slots.take("a").is_ok(), "slots come back");
+        drop(others);
+        assert!(slots.open.lock().unwrap().len() <= 1);
+    }
+
+    #[test]
+    fn every_route_needs_a_credential_and_all_but_two_a_scope() {
+        let table = table();
+        let unscoped: Vec<&str> =
+            table.iter().filter(|(_, _, needs)| *needs == Needs::Credential).map(|(_, p, _)| *p).collect();
+        assert_eq!(unscoped, ["/v1/whoami", "/v1/openapi.json"]);
     }
 }

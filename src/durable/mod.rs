@@ -11,6 +11,7 @@ use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsE
 use std::path::{Path, PathBuf};
 
 pub mod group;
+pub mod lock;
 
 /// The prefix of in-flight temp files; listings skip names that start with it.
 pub const TEMP_PREFIX: &str = ".tmp-";

@@ -65,6 +65,9 @@ impl From<StoreError> for ApiError {
             StoreError::Undecidable(why) => ApiError::Undecidable(why.to_string()),
             StoreError::Format(why) => ApiError::StateFormat(why.to_string()),
             StoreError::Io(cause) => ApiError::Internal(cause),
+            // No node's request asks the store for an edit it could refuse:
+            // one reaching here is ours to fix.
+            StoreError::Refused(why) => ApiError::Internal(std::io::Error::other(why)),
         }
     }
 }

@@ -455,22 +455,21 @@ impl Prepared {
     fn spawn_admin_api(
         &self,
         handle: axum_server::Handle<SocketAddr>,
+        closing: tokio::sync::watch::Receiver<bool>,
     ) -> std::io::Result<Option<tokio::task::JoinHandle<std::io::Result<()>>>> {
         let Some(admin) = &self.config.admin_api else { return Ok(None) };
         let roots =
             crate::admin_api::admin_roots(&admin.ca, &self.config.fleet).map_err(std::io::Error::other)?;
         let listener = bind(&admin.listen.to_string())?;
         let _ = self.app.admin_addr.set(listener.local_addr()?);
-        let timeouts = (self.config.handshake_timeout, self.config.head_timeout);
-        crate::admin_api::spawn(
-            listener,
-            roots,
-            self.cert.clone(),
-            self.config.state.clone(),
-            handle,
-            timeouts,
-        )
-        .map(Some)
+        let serving = crate::admin_api::Serving {
+            store: self.app.store.clone(),
+            state: self.config.state.clone(),
+            cert: self.cert.clone(),
+            timeouts: (self.config.handshake_timeout, self.config.head_timeout),
+            closing,
+        };
+        crate::admin_api::spawn(listener, roots, serving, handle).map(Some)
     }
 
     /// The application state, for tests.
@@ -518,16 +517,19 @@ impl Prepared {
         let admin_handle = axum_server::Handle::new();
         let (on_signal, metrics_on_signal, admin_on_signal) =
             (handle.clone(), metrics_handle.clone(), admin_handle.clone());
+        let (closing, admin_closing) = tokio::sync::watch::channel(false);
         tokio::spawn(async move {
             shutdown.await;
             tracing::info!(grace_secs = grace.as_secs(), "shutting down: no new connections");
+            // Event streams end now: they would hold the grace period whole.
+            let _ = closing.send(true);
             on_signal.graceful_shutdown(Some(grace));
             metrics_on_signal.graceful_shutdown(Some(grace));
             admin_on_signal.graceful_shutdown(Some(grace));
         });
         let head_timeout = self.config.head_timeout;
         let metrics_server = self.spawn_metrics(metrics_handle.clone())?;
-        let admin_server = self.spawn_admin_api(admin_handle)?;
+        let admin_server = self.spawn_admin_api(admin_handle, admin_closing)?;
         let failures = self.app.clone();
         let mut server = axum_server::from_tcp(listener)?
             .acceptor(acceptor)

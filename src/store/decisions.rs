@@ -38,77 +38,88 @@ impl Store {
         self.write_file(&self.approval_path(id), &note)
     }
 
-    /// Whether `approved/<id>` exists.
-    pub fn is_approved(&self, id: &NodeId) -> bool {
-        durable::present(&self.approval_path(id)).unwrap_or(false)
-    }
-
     /// Whether `approved/<id>` exists, as the file server has it now (an
     /// approval another host made is not hidden by a negative entry this
-    /// one cached), or (refused) why that cannot be told: for the decisions
-    /// that must not be taken on a guess.
+    /// one cached), or (refused) why that cannot be told. One method per
+    /// fact, and no lossy twin: a caller cannot pick a failure policy by
+    /// picking a name.
     pub fn approved_now(&self, id: &NodeId) -> StoreResult<bool> {
         let path = self.approval_path(id);
         self.present_now(&path)
             .map_err(|e| Undecidable::refuse("whether this node is approved", &durable::with_path(e, &path)))
     }
 
-    /// Who approved `id`, when it is approved.
-    pub fn approval(&self, id: &NodeId) -> Option<DecisionNote> {
+    /// Who approved `id` and when (Unix seconds: when `approved/<id>` was
+    /// last written, so an admin's `touch` is an admission at that time),
+    /// `None` when it is not approved, or (refused) why that cannot be told.
+    pub fn approval(&self, id: &NodeId) -> StoreResult<Option<(DecisionNote, i64)>> {
         use std::os::unix::fs::MetadataExt;
         let path = self.approval_path(id);
+        let refuse = |e: io::Error| Undecidable::refuse("who approved this node", &durable::with_path(e, &path));
         // The name's own owner and content: a link is not followed.
-        let meta = durable::retry_stale(|| fs::symlink_metadata(&path)).ok()?;
-        let note = durable::read_own(&path).unwrap_or_default();
-        Some(serde_json::from_slice(&note).unwrap_or_else(|_| DecisionNote {
+        let meta = match durable::retry_stale(|| fs::symlink_metadata(&path)) {
+            Ok(meta) => meta,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(refuse(e)),
+        };
+        let note = match durable::read_own(&path) {
+            Ok(note) => note,
+            // Withdrawn between the two looks.
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => return Err(refuse(e)),
+        };
+        // An empty or foreign file is an admin's `touch`: theirs, in their name.
+        let decided = serde_json::from_slice(&note).unwrap_or_else(|_| DecisionNote {
             by: DecidedBy::ApprovalFile,
             user: audit::user_name(meta.uid()),
-        }))
-    }
-
-    /// When `id` was admitted, as Unix seconds: the time `approved/<id>`
-    /// was last written (an admin's `touch` is an admission at that time).
-    pub fn approved_at(&self, id: &NodeId) -> Option<i64> {
-        use std::os::unix::fs::MetadataExt;
-        let path = self.approval_path(id);
-        durable::retry_stale(|| fs::symlink_metadata(&path)).ok().map(|meta| meta.mtime())
-    }
-
-    /// Whether `id` is rejected; when that cannot be told, it is (a
-    /// rejected node must never get the trust through a stale handle).
-    pub fn is_rejected(&self, id: &NodeId) -> bool {
-        self.present_now(&self.marker("rejected", id)).unwrap_or(true)
+        });
+        Ok(Some((decided, meta.mtime())))
     }
 
     /// Whether `id` is rejected, as the file server has it now, or (refused)
-    /// why that cannot be told: for the decisions that must not be taken on
-    /// a guess either way.
+    /// why that cannot be told: never taken on a guess either way.
     pub fn rejected_now(&self, id: &NodeId) -> StoreResult<bool> {
         let path = self.marker("rejected", id);
         self.present_now(&path)
             .map_err(|e| Undecidable::refuse("whether this node is rejected", &durable::with_path(e, &path)))
     }
 
-    /// Who rejected `id`, when it is rejected.
-    pub fn rejection(&self, id: &NodeId) -> Option<DecisionNote> {
-        let note = durable::read_fresh(&self.marker("rejected", id)).ok()?;
-        Some(
+    /// Who rejected `id`, `None` when it is not rejected, or (refused) why
+    /// that cannot be told.
+    pub fn rejection(&self, id: &NodeId) -> StoreResult<Option<DecisionNote>> {
+        let path = self.marker("rejected", id);
+        let note = match durable::read_fresh(&path) {
+            Ok(note) => note,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+            Err(e) => {
+                return Err(Undecidable::refuse("who rejected this node", &durable::with_path(e, &path)));
+            }
+        };
+        // A file an admin made by hand is a rejection all the same.
+        Ok(Some(
             serde_json::from_slice(&note)
                 .unwrap_or_else(|_| DecisionNote { by: DecidedBy::RejectionFile, user: "".into() }),
-        )
+        ))
     }
 
-    /// Whether polls of `id` get 404: rejected, unless the rejection came
-    /// from its CA alone and an admin made `approved/<id>` anyway. When
-    /// that cannot be told, it is.
-    pub fn poll_refused(&self, id: &NodeId) -> bool {
-        self.poll_refused_now(id).unwrap_or(true)
+    /// Whether `id` was rejected at its announcement for its CA alone (not
+    /// by a command), or (refused) why that cannot be told.
+    pub fn rejected_for_ca_only(&self, id: &NodeId) -> StoreResult<bool> {
+        Ok(self.rejection(id)?.is_some_and(|r| r.by == DecidedBy::RejectedCa))
     }
 
-    /// [`Store::poll_refused`], or why it cannot be told: a poll answers
-    /// that with 503, never 404, for a node told 404 forgets its enrollment
-    /// and announces again only an hour later, without its token.
-    pub(super) fn poll_refused_now(&self, id: &NodeId) -> io::Result<bool> {
+    /// Whether polls of `id` get 404 (rejected, unless the rejection came
+    /// from its CA alone and an admin made `approved/<id>` anyway), or why
+    /// it cannot be told: a poll answers that with 503, never 404, for a
+    /// node told 404 forgets its enrollment and announces again only an
+    /// hour later, without its token.
+    pub fn poll_refused_now(&self, id: &NodeId) -> StoreResult<bool> {
+        self.poll_refused_looked(id)
+            .map_err(|e| Undecidable::refuse("whether this node's polls are refused", &e))
+    }
+
+    /// [`Store::poll_refused_now`]'s looks, each error with its path.
+    fn poll_refused_looked(&self, id: &NodeId) -> io::Result<bool> {
         let rejection = self.marker("rejected", id);
         if !self.present_now(&rejection).map_err(|e| durable::with_path(e, &rejection))? {
             return Ok(false);
@@ -201,13 +212,12 @@ impl Store {
         self.write_file(&self.ca_rejection_path(ca_sha256), &bytes)
     }
 
-    /// The cross-process lock every change of a `rejected-cas/` note takes
-    /// (`DIR/decisions.lock`), held until the returned file is dropped.
-    pub(super) fn decisions_lock(&self) -> StoreResult<fs::File> {
+    /// The lock every change of a `rejected-cas/` note takes
+    /// (`DIR/decisions.lock`): this process's turn, then the cross-process
+    /// flock ([`durable::lock`]), held until the returned guard drops.
+    pub(super) fn decisions_lock(&self) -> StoreResult<durable::lock::Held> {
         let path = self.dir.join(DECISIONS_LOCK);
-        let file = self.in_layout(|| durable::open_or_create(&path, 0o600))?;
-        file.lock().map_err(|e| durable::with_path(e, &path))?;
-        Ok(file)
+        self.in_layout(|| durable::lock::lock(&path, 0o600))
     }
 
     /// An admin's `nodes forget`: every file about `id` removed, then its
@@ -235,7 +245,7 @@ impl Store {
     /// announcement the server rejected for its CA, say — never does.
     fn remove_all_of(&self, id: &NodeId) -> StoreResult<Option<String>> {
         let mut lifted = None;
-        if self.rejection(id).is_some_and(|r| r.by == DecidedBy::Command)
+        if self.rejection(id)?.is_some_and(|r| r.by == DecidedBy::Command)
             && let Some(ca) = self.read_record(id)?.and_then(|r| r.ca_sha256)
             && is_sha256_hex(&ca)
         {
@@ -271,7 +281,7 @@ impl Store {
         let previous = note.latest.replace(record.id.clone());
         self.write_ca_rejection(ca_sha256, &note)?;
         if let Some(previous) = previous.filter(|p| *p != record.id && note.id.as_ref() != Some(p))
-            && self.rejection(&previous).is_some_and(|r| r.by == DecidedBy::RejectedCa)
+            && self.rejected_for_ca_only(&previous)?
         {
             self.forget_duplicate(&previous)?;
         }
@@ -347,7 +357,7 @@ impl Store {
                 .as_deref()
                 .and_then(|t| time::OffsetDateTime::parse(t, rfc3339).ok())
                 .map(|t| t.unix_timestamp());
-            let by_ca = self.rejection(&latest).is_some_and(|r| r.by == DecidedBy::RejectedCa);
+            let by_ca = self.rejected_for_ca_only(&latest)?;
             if !by_ca || announced.is_none_or(|t| now - t <= max_age) || note.id.as_ref() == Some(&latest) {
                 continue;
             }
@@ -423,15 +433,17 @@ impl Store {
         }
     }
 
-    /// The record's state, from the approval and rejection files.
-    pub fn state_of(&self, record: &NodeRecord) -> NodeState {
-        if self.poll_refused(&record.id) {
+    /// The record's state, from the approval and rejection files, or
+    /// (refused) why it cannot be told: a state shown or acted on is never
+    /// a guess.
+    pub fn state_of(&self, record: &NodeRecord) -> StoreResult<NodeState> {
+        Ok(if self.poll_refused_now(&record.id)? {
             NodeState::Rejected
-        } else if self.is_approved(&record.id) || record.admitted {
+        } else if record.admitted || self.approved_now(&record.id)? {
             NodeState::Admitted
         } else {
             NodeState::Pending
-        }
+        })
     }
 }
 

@@ -27,9 +27,48 @@ pub enum StoreError {
     /// refused, never taken as if the file said nothing (the node retries).
     #[error(transparent)]
     Undecidable(Undecidable),
+    /// What was asked cannot be done as asked, whatever is retried: the
+    /// asker's to change (a token listed already, a prefix that names no
+    /// single token). Never a fault, never "retry".
+    #[error(transparent)]
+    Refused(Refusal),
     /// The file system failed, or the store found a file it cannot use.
     #[error(transparent)]
     Io(io::Error),
+}
+
+/// A request the store will not carry out as given: said to whoever
+/// asked, in words that never include a token.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    /// `tokens add` of a token the file lists already.
+    #[error("refusing: the token given is listed already")]
+    TokenListed,
+    /// `tokens add` of a token revoked before: a use is never given back.
+    #[error("refusing: the token given was revoked; choose another")]
+    TokenRevoked,
+    /// `tokens add` of a token that admitted a node before.
+    #[error("refusing: the token given has admitted a node before; choose another")]
+    TokenSpent,
+    /// `tokens add` that would grow a file past its bound.
+    #[error("refusing: {file} would be over the {mib} MiB it may hold; revoke or tidy spent tokens out of it first")]
+    TooLarge {
+        /// `tokens` or `tokens.meta.json`.
+        file: &'static str,
+        /// Its bound.
+        mib: u64,
+    },
+    /// `tokens revoke` of a prefix too short to name one token.
+    #[error(
+        "a prefix needs {0} characters or more (of the token, or of its SHA-256 as `tokens list` shows it)"
+    )]
+    PrefixTooShort(usize),
+    /// `tokens revoke` of what no listed token is or starts with.
+    #[error("no token matches")]
+    NoSuchToken,
+    /// `tokens revoke` of a prefix several tokens share: each redacted, with its fingerprint.
+    #[error("the prefix matches {} tokens; give more of it:{}", .0.len(), .0.iter().map(|(shown, sha)| format!("\n  {shown}  {sha}")).collect::<String>())]
+    AmbiguousToken(Vec<(String, String)>),
 }
 
 /// What the store's methods that may refuse return: a refusal is made as
@@ -41,6 +80,12 @@ impl From<io::Error> for StoreError {
     /// A fault of the file system, nothing else: refusals are never I/O errors.
     fn from(error: io::Error) -> Self {
         StoreError::Io(error)
+    }
+}
+
+impl From<Refusal> for StoreError {
+    fn from(why: Refusal) -> Self {
+        StoreError::Refused(why)
     }
 }
 

@@ -97,7 +97,7 @@ fn refuse_world_writable(dir: &Path) -> io::Result<()> {
 
 pub use audit::Audit;
 pub use durable::write_atomic;
-pub use error::{StoreError, StoreResult};
+pub use error::{Refusal, StoreError, StoreResult};
 pub use event::{Admitted, AdmittedBy, AuditEvent, DecidedBy};
 pub use id::NodeId;
 pub use on_pool::{AsyncStore, HEALTH_STALL};

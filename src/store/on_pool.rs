@@ -98,6 +98,19 @@ impl AsyncStore {
         }
     }
 
+    /// Runs a command's `work` (its own error type) on the blocking pool,
+    /// in the caller's span: the admin API's way to the store, so the
+    /// server process keeps one store, one lock per lock file. `Err`: the
+    /// work panicked (a bug), its text for the log.
+    pub async fn run<T: Send + 'static, E: Send + 'static>(
+        &self,
+        work: impl FnOnce(&Store) -> Result<T, E> + Send + 'static,
+    ) -> Result<Result<T, E>, String> {
+        let store = self.store.clone();
+        let span = tracing::Span::current();
+        tokio::task::spawn_blocking(move || span.in_scope(|| work(&store))).await.map_err(|e| e.to_string())
+    }
+
     /// Why nothing may be written now (memory only: no file is read).
     pub fn format_refusal(&self) -> Option<FormatError> {
         self.store.format_refusal()

@@ -65,8 +65,9 @@ impl Store {
         match self.look(id, secret)? {
             Look::Answer(answer) => Ok(answer),
             Look::FirstDelivery => {
-                // Removed between the two looks: still pending.
-                let Some(approval) = self.approval(id) else { return Ok(PollAnswer::Pending) };
+                // Removed between the two looks: still pending. Unreadable:
+                // refused (503), never "pending" on a guess.
+                let Some((approval, _)) = self.approval(id)? else { return Ok(PollAnswer::Pending) };
                 self.record_first_delivery(id, &approval, bundle_version)?;
                 Ok(PollAnswer::Admitted)
             }
@@ -103,7 +104,7 @@ impl Store {
         // 404 (it would forget its enrollment) nor 200 on a guess.
         let undecidable = |what| move |e: io::Error| Undecidable::refuse(what, &e);
         Ok(Look::Answer(
-            if !matches || self.poll_refused_now(id).map_err(undecidable("whether this node is rejected"))? {
+            if !matches || self.poll_refused_now(id)? {
                 PollAnswer::Unknown
             } else if !self.approved_now(id)? {
                 PollAnswer::Pending
@@ -126,7 +127,7 @@ impl Store {
         // rejected CA it wins (the admin acted on purpose), and says so.
         if approval.by == DecidedBy::ApprovalFile {
             events.push(
-                super::Admitted::by_file(id.clone(), approval.user.clone(), self.is_rejected(id)).into(),
+                super::Admitted::by_file(id.clone(), approval.user.clone(), self.rejected_now(id)?).into(),
             );
         }
         events.push(AuditEvent::TrustDelivered { id: id.clone(), bundle_version });

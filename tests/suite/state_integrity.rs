@@ -379,7 +379,7 @@ async fn a_claim_file_left_after_its_admission_finished_is_removed() {
     let claim = store.claim_path(&id);
     let gone = eventually(|| async { !claim.exists() }, |gone| *gone).await;
     assert!(gone, "the leftover claim file is removed");
-    assert!(store.is_approved(&id));
+    assert!(store.approved_now(&id).unwrap());
     server.stop().await;
 }
 

@@ -253,15 +253,10 @@ impl Tokens {
     /// lock, so two processes never leave an older copy over a newer one;
     /// false when the lock is held (an edit under way writes the copy itself).
     fn keep_good_copy_if_unlocked(&self) -> bool {
-        // An edit in this process holds the lock through a file of its own:
-        // on NFS, whose `flock` is a POSIX lock, ours would be granted
-        // beside it and closing ours would drop the edit's lock for every
-        // host. So while this process edits, the lock file is not opened.
-        let Ok(_editing) = self.editing.try_lock() else { return false };
-        let Ok(lock) = crate::durable::open_or_create(&self.lock_path, 0o600) else { return false };
-        if lock.try_lock().is_err() {
-            return false;
-        }
+        // Through the process's one turn for the path: while an edit of
+        // this process holds it, the lock file is not opened a second time
+        // (on NFS closing it would drop the edit's lock for every host).
+        let Ok(Some(_lock)) = crate::durable::lock::try_lock(&self.lock_path, 0o600) else { return false };
         if let Ok(meta) = self.read_meta() {
             self.keep_good_copy(&meta);
         }
@@ -351,10 +346,10 @@ impl Tokens {
     /// prove at the file server that it still holds `locked`.
     pub(super) fn write_meta(
         &self,
-        locked: &super::EditLock<'_>,
+        locked: &super::EditLock,
         meta: &BTreeMap<String, TokenMeta>,
         seen: MetaSeen,
-    ) -> io::Result<()> {
+    ) -> crate::store::StoreResult<()> {
         if self.meta_seen()? != seen && !only_the_lock_is_checked() {
             return Err(with_path(
                 io::Error::other(
@@ -362,7 +357,8 @@ impl Tokens {
                      lost: a stalled host whose NFS lease expired?); nothing written, run the edit again",
                 ),
                 &self.meta_path,
-            ));
+            )
+            .into());
         }
         if meta.is_empty() && matches!(read_meta_at(&self.meta_path), Ok(None)) {
             self.keep_good_copy(meta);
@@ -370,18 +366,7 @@ impl Tokens {
         }
         let bytes = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
         if bytes.len() as u64 > MAX_META_BYTES {
-            return Err(with_path(
-                io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "refusing: the metadata would be {} bytes, over the {} MiB it may hold; revoke or \
-                         tidy spent tokens first",
-                        bytes.len(),
-                        MAX_META_BYTES >> 20
-                    ),
-                ),
-                &self.meta_path,
-            ));
+            return Err(crate::store::Refusal::TooLarge { file: super::META_FILE, mib: MAX_META_BYTES >> 20 }.into());
         }
         // Last, right before the rename: the shorter the moment between the
         // proof and the write, the less a stall there can lose.

@@ -27,10 +27,9 @@
 //! Reads are cached by the file's identity (device, inode, size, times), so
 //! a mass boot against 100,000 tokens parses the file once, not per node.
 
-use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::{Condvar, Mutex, MutexGuard};
+use std::sync::{Condvar, Mutex};
 
 use serde::Serialize;
 
@@ -45,6 +44,7 @@ pub use meta::{MAX_DESCRIPTION, MAX_LABELS, MAX_USES, MetaUnreadable, TokenMeta,
 pub use tidier::Tidier;
 
 use super::AuditEvent;
+use super::error::Refusal;
 use super::audit::{Audit, token_fingerprint};
 use super::ledger::{Ledger, Mac};
 use crate::clock::now_unix;
@@ -122,11 +122,6 @@ pub struct Tokens {
     /// thread runs (the server); `None`: blanked by the caller.
     tidy: Mutex<Option<Vec<String>>>,
     tidy_wake: Condvar,
-    /// One edit of the files at a time in this process (the flock is per
-    /// open file description, so threads need their own exclusion), and
-    /// one open file of `tokens.lock` at a time: on NFS the flock is a
-    /// POSIX lock, which closing any file of the lock's releases.
-    editing: Mutex<()>,
 }
 
 impl Tokens {
@@ -141,7 +136,6 @@ impl Tokens {
             meta: Mutex::new(MetaCache::default()),
             tidy: Mutex::new(None),
             tidy_wake: Condvar::new(),
-            editing: Mutex::new(()),
         }
     }
 
@@ -249,7 +243,7 @@ impl Tokens {
 
     /// Appends new tokens, their metadata written first so a token never
     /// appears without its expiry (absent metadata: one use, no expiry).
-    pub fn add(&self, tokens: &[String], meta: &TokenMeta) -> io::Result<()> {
+    pub fn add(&self, tokens: &[String], meta: &TokenMeta) -> crate::store::StoreResult<()> {
         let locked = self.lock()?;
         self.refuse_reuse(tokens)?;
         let mut text = String::new();
@@ -269,48 +263,41 @@ impl Tokens {
             }
             self.write_meta(&locked, &book, seen)?;
         }
-        append_durably(&self.path, text.as_bytes(), 0o600, true)
+        Ok(append_durably(&self.path, text.as_bytes(), 0o600, true)?)
     }
 
     /// Refuses, under the lock, a token listed already, one that ever
     /// admitted a node, and one revoked: a token is listed once, and a use
     /// is never given back. The message does not say the token.
-    fn refuse_reuse(&self, tokens: &[String]) -> io::Result<()> {
+    fn refuse_reuse(&self, tokens: &[String]) -> crate::store::StoreResult<()> {
         self.refresh()?;
-        let refuse = |why: &str| {
-            Err(with_path(io::Error::new(io::ErrorKind::InvalidInput, why.to_string()), &self.path))
-        };
         for token in tokens {
             if self.listed().tokens.contains_key(token) {
-                return refuse("refusing: the token given is listed already");
+                return Err(Refusal::TokenListed.into());
             }
             let Some(mac) = self.ledger.mac_if_keyed(token)? else { continue };
             // Revoking claims every use: asked first, to say which it was.
-            if self.ledger.is_revoked(&mac).map_err(io::Error::other)? {
-                return refuse("refusing: the token given was revoked; choose another");
+            if self.ledger.is_revoked(&mac)? {
+                return Err(Refusal::TokenRevoked.into());
             }
             if self.ledger.holder(&mac, 1)?.is_some() {
-                return refuse("refusing: the token given has admitted a node before; choose another");
+                return Err(Refusal::TokenSpent.into());
             }
         }
         Ok(())
     }
 
     /// Refuses to grow `tokens` by `more` bytes past [`file::MAX_FILE_BYTES`].
-    fn refuse_past_bound(&self, more: u64) -> io::Result<()> {
+    fn refuse_past_bound(&self, more: u64) -> crate::store::StoreResult<()> {
         let size = match std::fs::metadata(&self.path) {
             Ok(meta) => meta.len(),
             Err(e) if e.kind() == io::ErrorKind::NotFound => 0,
-            Err(e) => return Err(with_path(e, &self.path)),
+            Err(e) => return Err(with_path(e, &self.path).into()),
         };
         if size + more <= file::MAX_FILE_BYTES {
             return Ok(());
         }
-        let why = format!(
-            "refusing: tokens would be over the {} MiB it may hold; tidy spent tokens out of it first",
-            file::MAX_FILE_BYTES >> 20
-        );
-        Err(with_path(io::Error::new(io::ErrorKind::InvalidInput, why), &self.path))
+        Err(Refusal::TooLarge { file: TOKENS_FILE, mib: file::MAX_FILE_BYTES >> 20 }.into())
     }
 
     /// The tokens with a use left, redacted, in file order.
@@ -343,7 +330,7 @@ impl Tokens {
     /// the ledger marks it revoked (so a copy of the file that still
     /// lists it admits nobody, whatever its metadata says or fails to say),
     /// then its bytes are blanked. Returns the token's fingerprint.
-    pub fn revoke(&self, key: &str) -> io::Result<String> {
+    pub fn revoke(&self, key: &str) -> crate::store::StoreResult<String> {
         let locked = self.lock()?;
         self.refresh()?;
         let order = self.listed_in_order();
@@ -353,13 +340,7 @@ impl Tokens {
             // A prefix names a token only from 6 characters on, as node ids:
             // `tokens revoke 5` must not revoke whichever token starts so.
             if key.chars().count() < MIN_PREFIX {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidInput,
-                    format!(
-                        "a prefix needs {MIN_PREFIX} characters or more (of the token, or of its SHA-256 as \
-                         `tokens list` shows it)"
-                    ),
-                ));
+                return Err(Refusal::PrefixTooShort(MIN_PREFIX).into());
             }
             let by_hash = key.bytes().all(|b| b.is_ascii_hexdigit());
             let matching: Vec<&String> = order
@@ -370,14 +351,11 @@ impl Tokens {
                 })
                 .collect();
             match matching.as_slice() {
-                [] => return Err(io::Error::new(io::ErrorKind::NotFound, "no token matches")),
+                [] => return Err(Refusal::NoSuchToken.into()),
                 [one] => (*one).clone(),
                 many => {
-                    let mut message = format!("the prefix matches {} tokens; give more of it:", many.len());
-                    for t in many {
-                        message.push_str(&format!("\n  {}  {}", redact(t), token_fingerprint(t)));
-                    }
-                    return Err(io::Error::new(io::ErrorKind::InvalidInput, message));
+                    let shown = many.iter().map(|t| (redact(t), token_fingerprint(t))).collect();
+                    return Err(Refusal::AmbiguousToken(shown).into());
                 }
             }
         };
@@ -400,7 +378,7 @@ impl Tokens {
             {
                 self.write_meta(&locked, meta, *seen)?;
             }
-            self.blank_locked(std::slice::from_ref(&token))
+            Ok::<(), crate::store::StoreError>(self.blank_locked(std::slice::from_ref(&token))?)
         })();
         if let Err(e) = tidied {
             self.listed().unswept = true;
@@ -420,26 +398,20 @@ impl Tokens {
     }
 
     /// The lock on edits of the files, held until the guard drops: this
-    /// process's `editing` first (threads share the flock's open file
-    /// description), then the cross-process flock on `tokens.lock`. No
-    /// edit takes one without the other.
-    pub fn lock(&self) -> io::Result<EditLock<'_>> {
-        let editing = self.editing.lock().unwrap_or_else(|e| e.into_inner());
-        let file = crate::durable::open_or_create(&self.lock_path, 0o600)?;
-        file.lock().map_err(|e| with_path(e, &self.lock_path))?;
-        Ok(EditLock { file, _editing: editing })
+    /// process's turn for `tokens.lock` (one per path, however many stores
+    /// the process holds), then the cross-process flock, within the
+    /// process's bound ([`crate::durable::lock`]).
+    pub fn lock(&self) -> io::Result<EditLock> {
+        Ok(EditLock { held: crate::durable::lock::lock(&self.lock_path, 0o600)? })
     }
 }
 
-/// Both locks of an edit of the token files ([`Tokens::lock`]). The file
-/// is declared first so it drops first: the flock is released while this
-/// process still excludes its other threads, which then open their own.
-pub struct EditLock<'a> {
-    file: File,
-    _editing: MutexGuard<'a, ()>,
+/// An edit's hold of the token files' lock ([`Tokens::lock`]).
+pub struct EditLock {
+    held: crate::durable::lock::Held,
 }
 
-impl EditLock<'_> {
+impl EditLock {
     /// Proves at the file server that this edit still holds the lock, just
     /// before it replaces a file the lock guards: a byte written to the
     /// lock file and `fdatasync`'d. On NFS the write carries the lock's
@@ -453,7 +425,8 @@ impl EditLock<'_> {
     /// the edit instead of being written.
     pub(super) fn prove_held(&self, lock_path: &std::path::Path) -> io::Result<()> {
         use std::os::unix::fs::{FileExt, MetadataExt};
-        if self.file.metadata()?.nlink() != 1 {
+        let file = self.held.file();
+        if file.metadata()?.nlink() != 1 {
             return Err(with_path(
                 io::Error::other(
                     "refusing: it has a second link (or none), and an edit writes to it; remove the other \
@@ -462,7 +435,7 @@ impl EditLock<'_> {
                 lock_path,
             ));
         }
-        let fenced = self.file.write_all_at(b"\n", 0).and_then(|()| self.file.sync_data());
+        let fenced = file.write_all_at(b"\n", 0).and_then(|()| file.sync_data());
         fenced.map_err(|e| {
             with_path(
                 io::Error::new(
@@ -656,8 +629,9 @@ mod tests {
         book.insert(sha256_hex(b"second"), TokenMeta { uses: Some(5), ..Default::default() });
         // The lock's file as a lost lock leaves it on NFS: its write fails
         // (here a read-only handle, EBADF; there EIO from the server).
-        let editing = tokens.editing.lock().unwrap();
-        let lost = EditLock { file: fs::File::open(&tokens.lock_path).unwrap(), _editing: editing };
+        let lost = EditLock {
+            held: crate::durable::lock::Held::pretend(fs::File::open(&tokens.lock_path).unwrap(), &tokens.lock_path),
+        };
         let refused = tokens.write_meta(&lost, &book, seen).unwrap_err();
         assert!(refused.to_string().contains("could not prove it still holds the tokens lock"), "{refused}");
         drop(lost);
