@@ -19,7 +19,9 @@ pub mod user_data;
 mod watch;
 pub use watch::{follow_decisions, with_node};
 
-pub use self::nodes::{Decision, NodeDetail, NodeList, approve, forget, history, node_list, nodes, reject, show_node};
+pub use self::nodes::{
+    Decision, NodeDetail, NodeList, approve, forget, history, node_list, nodes, reject, show_node,
+};
 pub use self::tokens::tokens;
 
 use crate::clock::now_unix;

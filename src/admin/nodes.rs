@@ -194,7 +194,11 @@ fn filtered(store: &Store, args: &ListArgs) -> Result<(Vec<NodeView>, Vec<String
     let mut views: Vec<NodeView> = Vec::new();
     let mut problems = Vec::new();
     for id in ids {
-        match store.read_record(&id).map_err(AdminError::from).and_then(|r| r.map(|r| view(store, &r)).transpose()) {
+        match store
+            .read_record(&id)
+            .map_err(AdminError::from)
+            .and_then(|r| r.map(|r| view(store, &r)).transpose())
+        {
             Ok(Some(v)) => views.push(v),
             Ok(None) => {}
             Err(e) => problems.push(e.to_string()),

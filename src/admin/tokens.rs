@@ -5,8 +5,8 @@ use std::path::Path;
 
 use super::{AdminError, Result, RevokeArgs, TokensCommand, TokensListArgs, open};
 use crate::clock::now_unix;
-use crate::store::audit::current_user;
 use crate::store::Store;
+use crate::store::audit::current_user;
 use crate::store::tokens::{self, TokenMeta};
 use crate::terminal::{self, escape};
 

@@ -117,9 +117,10 @@ pub async fn follow_decisions(
 /// (why), never left out as if forgotten.
 pub fn with_node(store: &Store, event: &mut serde_json::Value) {
     let Some(id) = event["id"].as_str().and_then(NodeId::parse) else { return };
-    let shown = store.read_record(&id).map_err(super::AdminError::from).and_then(|record| {
-        record.map(|record| view(store, &record)).transpose()
-    });
+    let shown = store
+        .read_record(&id)
+        .map_err(super::AdminError::from)
+        .and_then(|record| record.map(|record| view(store, &record)).transpose());
     match shown {
         Ok(Some(node)) => event["node"] = serde_json::to_value(node).unwrap_or_default(),
         Ok(None) => {}

@@ -211,7 +211,10 @@ pub async fn nodes(client: &AdminClient, command: &NodesCommand) -> Result<Strin
             // As `nodes list --state` says them: on stderr, the listing goes on.
             for why in body["unreadable"].as_array().map(Vec::as_slice).unwrap_or_default() {
                 let why = why.as_str().unwrap_or_default();
-                eprintln!("janus-registration: skipped an unreadable record: {}", crate::terminal::escape(why));
+                eprintln!(
+                    "janus-registration: skipped an unreadable record: {}",
+                    crate::terminal::escape(why)
+                );
             }
             Ok(lines(body["nodes"].as_array().map(Vec::as_slice).unwrap_or_default()))
         }

@@ -109,9 +109,10 @@ impl From<StoreError> for AdminApiError {
             }
             // A file system's failure (EIO, ENOSPC, a lost lock): not the
             // client's; its words (paths, OS errors) stay in the log.
-            StoreError::Io(cause) => {
-                AdminApiError::Unavailable(format!("the state cannot be read or written now ({})", kind_of(&cause)))
-            }
+            StoreError::Io(cause) => AdminApiError::Unavailable(format!(
+                "the state cannot be read or written now ({})",
+                kind_of(&cause)
+            )),
         }
     }
 }
@@ -157,7 +158,8 @@ mod tests {
 
     #[test]
     fn a_clients_mistake_is_never_503_and_a_fault_never_4xx() {
-        let io = || crate::durable::with_path(std::io::Error::from_raw_os_error(28), std::path::Path::new("/s/t"));
+        let io =
+            || crate::durable::with_path(std::io::Error::from_raw_os_error(28), std::path::Path::new("/s/t"));
         let cases: Vec<(AdminApiError, u16)> = vec![
             (StoreError::Refused(Refusal::TokenListed).into(), 400),
             (StoreError::Refused(Refusal::TokenSpent).into(), 400),
@@ -165,7 +167,8 @@ mod tests {
             (StoreError::Refused(Refusal::TooLarge { file: "tokens", mib: 64 }).into(), 400),
             (StoreError::Refused(Refusal::AmbiguousToken(vec![])).into(), 400),
             (
-                AdminError::Revoke { key: "ab".into(), cause: StoreError::Refused(Refusal::NoSuchToken) }.into(),
+                AdminError::Revoke { key: "ab".into(), cause: StoreError::Refused(Refusal::NoSuchToken) }
+                    .into(),
                 404,
             ),
             (AdminError::Revoke { key: "ab".into(), cause: StoreError::Io(io()) }.into(), 503),

@@ -11,10 +11,11 @@
 //! through the admin commands' own code on the state directory (the files
 //! stay the source of truth, a server on any replica sees it), audited
 //! with the credential's name. Bounded as the nodes' port is: 64
-//! connections, 8 from one source and 16 from one network, and a full
-//! table evicts the oldest connection that has sent no request (a stranger
-//! without a credential never sends one), so churning strangers cannot
-//! keep a credential holder out; 16 KiB bodies; a deadline on each
+//! connections, 32 from one source and 48 from one network; a full table
+//! evicts the oldest connection that has sent no request, silent ones (no
+//! byte yet) first, and a source or network at its cap sheds its own
+//! oldest silent one, so strangers churning connections that say nothing
+//! cannot keep a credential holder out; 16 KiB bodies; a deadline on each
 //! request's work; 8 event streams, 2 per credential.
 
 use std::future::Future;
@@ -47,10 +48,11 @@ pub use routes::{
 
 /// Connections the admin listener holds at once.
 pub const MAX_CONNECTIONS: usize = 64;
-/// Of them, from one source address (an IPv6 /64).
-pub const MAX_CONNECTIONS_PER_SOURCE: usize = 8;
+/// Of them, from one source address (an IPv6 /64): room for an
+/// orchestrator's concurrent requests, not for the whole table.
+pub const MAX_CONNECTIONS_PER_SOURCE: usize = 32;
 /// Of them, from one network (an IPv4 /24, an IPv6 /48).
-pub const MAX_CONNECTIONS_PER_NETWORK: usize = 16;
+pub const MAX_CONNECTIONS_PER_NETWORK: usize = 48;
 
 /// Where the admin API listens and whom it trusts.
 #[derive(Debug, Clone)]
@@ -122,6 +124,7 @@ pub fn spawn(
         per_source: MAX_CONNECTIONS_PER_SOURCE,
         per_network: MAX_CONNECTIONS_PER_NETWORK,
         evict: true,
+        shed_within: true,
     });
     let tls = RustlsAcceptor::new(RustlsConfig::from_config(Arc::new(config)))
         .handshake_timeout(handshake)
@@ -142,7 +145,10 @@ pub fn spawn(
 
 /// One log line per request, in a span naming the credential: its status
 /// and time, and for a refusal what it said (for a fault, its cause).
-async fn log_request(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+async fn log_request(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
     use tracing::Instrument;
     let credential = match request.extensions().get::<Authenticated>().map(|a| a.as_ref().as_ref()) {
         Some(Ok(caller)) => crate::terminal::escape(&caller.name).into_owned(),
@@ -154,7 +160,7 @@ async fn log_request(request: axum::extract::Request, next: axum::middleware::Ne
         path = %request.uri().path(),
         credential = %credential
     );
-    let started = std::time::Instant::now();
+    let started = tokio::time::Instant::now();
     let response = next.run(request).instrument(span.clone()).await;
     let _entered = span.enter();
     let status = response.status().as_u16();

@@ -21,9 +21,7 @@ struct Operation {
 
 fn operation(method: &str, path: &str) -> Operation {
     let schema = |name: &str| json!({ "$ref": format!("#/components/schemas/{name}") });
-    let path_param = |name: &str, what: &str| {
-        json!([{ "name": name, "in": "path", "required": true, "description": what, "schema": { "type": "string" } }])
-    };
+    let path_param = |name: &str, what: &str| json!([{ "name": name, "in": "path", "required": true, "description": what, "schema": { "type": "string" } }]);
     let none = json!([]);
     match (method, path) {
         ("get", "/v1/whoami") => Operation {
@@ -77,8 +75,10 @@ fn operation(method: &str, path: &str) -> Operation {
         ("post", "/v1/nodes/{id}/approve") => Operation {
             summary: "Approve a pending node whose CA is the one expected",
             parameters: path_param("id", "an id, an id prefix or a pending node's name"),
-            body: Some(json!({ "type": "object", "required": ["expect_ca_sha256"], "additionalProperties": false,
-                "properties": { "expect_ca_sha256": { "type": "string" }, "force": { "type": "boolean" } } })),
+            body: Some(
+                json!({ "type": "object", "required": ["expect_ca_sha256"], "additionalProperties": false,
+                "properties": { "expect_ca_sha256": { "type": "string" }, "force": { "type": "boolean" } } }),
+            ),
             success: ("200", schema("Decided")),
         },
         ("post", "/v1/nodes/{id}/reject") => Operation {
@@ -93,12 +93,7 @@ fn operation(method: &str, path: &str) -> Operation {
             body: None,
             success: ("200", json!({ "type": "string", "description": "text/event-stream" })),
         },
-        _ => Operation {
-            summary: "undescribed",
-            parameters: none,
-            body: None,
-            success: ("200", json!({})),
-        },
+        _ => Operation { summary: "undescribed", parameters: none, body: None, success: ("200", json!({})) },
     }
 }
 

@@ -109,7 +109,12 @@ fn build() -> Routes {
     routes
         .route(Method::GET, "/v1/whoami", Needs::Credential, get(whoami))
         .route(Method::POST, "/v1/tokens", Needs::Scope(Scope::Tokens), post(add_tokens))
-        .route(Method::DELETE, "/v1/tokens/{sha256_prefix}", Needs::Scope(Scope::Tokens), delete(revoke_token))
+        .route(
+            Method::DELETE,
+            "/v1/tokens/{sha256_prefix}",
+            Needs::Scope(Scope::Tokens),
+            delete(revoke_token),
+        )
         .route(Method::GET, "/v1/nodes", Needs::Scope(Scope::Read), get(list_nodes))
         .route(Method::GET, "/v1/nodes/{id}", Needs::Scope(Scope::Read), get(show_node))
         .route(Method::POST, "/v1/nodes/{id}/approve", Needs::Scope(Scope::Approve), post(approve))
@@ -215,7 +220,11 @@ struct NewTokens {
 
 type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
 
-async fn add_tokens(State(api): State<Api>, Extension(caller): Extension<Caller>, body: Body<NewTokens>) -> Answer {
+async fn add_tokens(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    body: Body<NewTokens>,
+) -> Answer {
     let Json(asked) = body.map_err(bad_body)?;
     if asked.token.is_some() && asked.count.is_some() {
         return Err(AdminApiError::BadRequest("give token or count, not both".into()));
@@ -246,7 +255,8 @@ async fn revoke_token(
 ) -> Answer {
     if !(12..=64).contains(&prefix.len()) || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(AdminApiError::BadRequest(
-            "a token is revoked by its SHA-256 prefix, 12 to 64 hex digits (as POST /v1/tokens says it)".into(),
+            "a token is revoked by its SHA-256 prefix, 12 to 64 hex digits (as POST /v1/tokens says it)"
+                .into(),
         ));
     }
     let key = prefix.to_lowercase();
@@ -288,7 +298,11 @@ async fn list_nodes(
     Ok(Json(listed).into_response())
 }
 
-async fn show_node(State(api): State<Api>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Answer {
+async fn show_node(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Answer {
     let shown = on_store(&api, &caller, move |store| crate::admin::show_node(store, &id)).await?;
     Ok(Json(shown).into_response())
 }
@@ -320,7 +334,11 @@ async fn approve(
     decided(&api, &caller, move |store| crate::admin::approve(store, &args)).await
 }
 
-async fn reject(State(api): State<Api>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Answer {
+async fn reject(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Answer {
     decided(&api, &caller, move |store| crate::admin::reject(store, &id)).await
 }
 
@@ -354,7 +372,11 @@ async fn openapi() -> Json<Value> {
 
 /// `GET /v1/events[?since=1h]`: Server-Sent Events, one per admission,
 /// readmission, rejection and forget, each as `nodes watch` prints it.
-async fn events(State(api): State<Api>, Extension(caller): Extension<Caller>, RawQuery(query): RawQuery) -> Answer {
+async fn events(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(query): RawQuery,
+) -> Answer {
     let mut since = None;
     for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match key.as_ref() {

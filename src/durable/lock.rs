@@ -18,7 +18,8 @@ use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Condvar, LazyLock, Mutex, OnceLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 /// A wait is said after this long.
 pub const SAY_AFTER: Duration = Duration::from_secs(1);
@@ -190,6 +191,7 @@ fn holder_of(file: &File) -> String {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests make files by hand, as an admin does")]
 mod tests {
     use super::*;
 

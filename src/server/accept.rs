@@ -80,6 +80,12 @@ pub struct Caps {
     /// listener, whose acceptor marks handshakes and requests: [`Shedding`])
     /// or refuses the new one (plain HTTP).
     pub evict: bool,
+    /// Whether a source or network at its cap sheds its own oldest silent
+    /// connection (one that has sent nothing) for the new one instead of
+    /// refusing it (the admin listener: a credential holder that shares a
+    /// network with strangers opening silent connections still gets in; a
+    /// connection that sent a byte is never shed so).
+    pub shed_within: bool,
 }
 
 /// The table of open connections, shared by the accept loop and each
@@ -112,6 +118,10 @@ struct Entry {
 #[derive(Default)]
 struct Signal {
     requested: AtomicBool,
+    /// Whether the peer has sent a byte (a client hello): among idle
+    /// connections, silent ones are evicted first, so strangers opening
+    /// connections that say nothing cannot shed a client mid-handshake.
+    spoke: AtomicBool,
     evicted: AtomicBool,
     waker: Mutex<Option<Waker>>,
 }
@@ -146,14 +156,49 @@ impl Table {
         Some(entry)
     }
 
+    /// Closes the oldest silent connection (one that has sent nothing)
+    /// whose peer `of` takes; whether there was one. A client mid-handshake
+    /// is never shed for a newcomer of its own source or network.
+    fn evict_oldest_silent(&mut self, of: impl Fn((IpAddr, IpAddr)) -> bool) -> bool {
+        let oldest = self
+            .open
+            .iter()
+            .find(|(_, entry)| {
+                entry.signal.idle()
+                    && !entry.signal.spoke.load(Ordering::Relaxed)
+                    && entry.peer.is_some_and(&of)
+            })
+            .map(|(id, _)| *id);
+        match oldest {
+            Some(id) => {
+                self.close_evicted(id);
+                true
+            }
+            None => false,
+        }
+    }
+
+    fn close_evicted(&mut self, id: u64) {
+        if let Some(entry) = self.remove(id) {
+            entry.signal.evicted.store(true, Ordering::Release);
+            if let Some(waker) = entry.signal.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
+                waker.wake();
+            }
+        }
+    }
+
     /// Closes an idle connection to make room — the oldest of the source
     /// holding the most such (a flood's, never the one a new source just
     /// opened while others hold several); whether there was one. A scan of
     /// the table, made only when it is full.
     fn evict_one_idle(&mut self) -> bool {
+        // Silent ones first (see `Signal::spoke`): a client's handshake
+        // goes only when no connection that said nothing is left.
+        let any_silent =
+            self.open.values().any(|e| e.signal.idle() && !e.signal.spoke.load(Ordering::Relaxed));
         let mut by_source: HashMap<Option<IpAddr>, (usize, u64)> = HashMap::new();
         for (id, entry) in &self.open {
-            if entry.signal.idle() {
+            if entry.signal.idle() && !(any_silent && entry.signal.spoke.load(Ordering::Relaxed)) {
                 let seen = by_source.entry(entry.peer.map(|(source, _)| source)).or_insert((0, *id));
                 seen.0 += 1;
             }
@@ -166,12 +211,7 @@ impl Table {
         else {
             return false;
         };
-        if let Some(entry) = self.remove(id) {
-            entry.signal.evicted.store(true, Ordering::Release);
-            if let Some(waker) = entry.signal.waker.lock().unwrap_or_else(|e| e.into_inner()).take() {
-                waker.wake();
-            }
-        }
+        self.close_evicted(id);
         true
     }
 }
@@ -199,11 +239,18 @@ impl ConnectionCap {
         if let Some((source, network)) = peer {
             let over =
                 |map: &HashMap<IpAddr, usize>, key, cap| cap > 0 && map.get(&key).is_some_and(|&n| n >= cap);
+            let shed = self.caps.evict && self.caps.shed_within;
             if over(&table.sources, source, self.caps.per_source) {
-                return Err(Refused::SourceCap);
+                if !(shed && table.evict_oldest_silent(|(s, _)| s == source)) {
+                    return Err(Refused::SourceCap);
+                }
+                self.evictions.inc();
             }
             if over(&table.networks, network, self.caps.per_network) {
-                return Err(Refused::NetworkCap);
+                if !(shed && table.evict_oldest_silent(|(_, n)| n == network)) {
+                    return Err(Refused::NetworkCap);
+                }
+                self.evictions.inc();
             }
         }
         if table.open.len() >= self.caps.max.max(1) {
@@ -290,7 +337,13 @@ impl<I: AsyncRead + Unpin> AsyncRead for Capped<I> {
         buf: &mut ReadBuf<'_>,
     ) -> Poll<io::Result<()>> {
         self.check(cx)?;
-        Pin::new(&mut self.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut self.inner).poll_read(cx, buf);
+        let signal = &self.slot.signal;
+        if buf.filled().len() > before && !signal.spoke.load(Ordering::Relaxed) {
+            signal.spoke.store(true, Ordering::Relaxed);
+        }
+        read
     }
 }
 
@@ -436,7 +489,7 @@ mod tests {
     use super::*;
 
     fn cap(max: usize, per_source: usize, per_network: usize) -> ConnectionCap {
-        ConnectionCap::new(Caps { max, per_source, per_network, evict: true })
+        ConnectionCap::new(Caps { max, per_source, per_network, evict: true, shed_within: false })
     }
 
     #[test]
@@ -487,6 +540,46 @@ mod tests {
         );
         drop(held);
         assert!(from("10.1.2.200").is_ok(), "slots come back");
+    }
+
+    #[test]
+    fn a_source_at_its_cap_sheds_its_own_idle_connection_when_asked_to() {
+        let table = ConnectionCap::new(Caps {
+            max: 100,
+            per_source: 2,
+            per_network: 3,
+            evict: true,
+            shed_within: true,
+        });
+        let from = |s: &str| table.admit(Some(s.parse().unwrap()));
+        let (first, second) = (from("10.1.2.3").unwrap(), from("10.1.2.3").unwrap());
+        let third = from("10.1.2.3").expect("the source's oldest silent one goes instead");
+        assert!(
+            first.signal.evicted.load(Ordering::Acquire) && !second.signal.evicted.load(Ordering::Acquire)
+        );
+        second.signal.spoke.store(true, Ordering::Relaxed); // mid-handshake
+        RequestMark(third.signal.clone()).set(); // serving
+        assert!(matches!(from("10.1.2.3"), Err(Refused::SourceCap)), "one that spoke is never shed");
+        let neighbour = from("10.1.2.4").expect("the network's third");
+        let shed = from("10.1.2.5").expect("the network's silent neighbour is shed");
+        assert!(neighbour.signal.evicted.load(Ordering::Acquire));
+        shed.signal.spoke.store(true, Ordering::Relaxed);
+        assert!(matches!(from("10.1.2.6"), Err(Refused::NetworkCap)));
+    }
+
+    #[test]
+    fn silent_connections_go_before_one_that_spoke() {
+        let table = cap(3, 0, 0);
+        let ip = |s: &str| Some(s.parse::<IpAddr>().unwrap());
+        let handshaking = table.admit(ip("192.0.2.1")).unwrap();
+        handshaking.signal.spoke.store(true, Ordering::Relaxed);
+        let mut silent: Vec<_> = (0..2).map(|_| table.admit(ip("198.51.100.1")).unwrap()).collect();
+        for _ in 0..4 {
+            // The table stays full: each newcomer evicts a silent one.
+            silent.push(table.admit(ip("198.51.100.1")).unwrap());
+            assert!(!handshaking.signal.evicted.load(Ordering::Acquire), "a client that spoke stays");
+        }
+        assert_eq!(silent.iter().filter(|s| s.signal.evicted.load(Ordering::Acquire)).count(), 4);
     }
 
     #[test]

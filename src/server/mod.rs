@@ -404,6 +404,7 @@ impl Prepared {
             per_source: self.config.max_connections_per_source,
             per_network: self.config.max_connections_per_network,
             evict: true,
+            shed_within: false,
         })
         .counting_evictions(self.app.metrics.connection_failures.get_or_create(&evicted).clone());
         Ok(accept::Shedding {
@@ -440,6 +441,7 @@ impl Prepared {
                 per_source: 0,
                 per_network: 0,
                 evict: false,
+                shed_within: false,
             }))
             .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
             .handle(handle)

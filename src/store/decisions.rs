@@ -55,7 +55,8 @@ impl Store {
     pub fn approval(&self, id: &NodeId) -> StoreResult<Option<(DecisionNote, i64)>> {
         use std::os::unix::fs::MetadataExt;
         let path = self.approval_path(id);
-        let refuse = |e: io::Error| Undecidable::refuse("who approved this node", &durable::with_path(e, &path));
+        let refuse =
+            |e: io::Error| Undecidable::refuse("who approved this node", &durable::with_path(e, &path));
         // The name's own owner and content: a link is not followed.
         let meta = match durable::retry_stale(|| fs::symlink_metadata(&path)) {
             Ok(meta) => meta,

@@ -51,7 +51,9 @@ pub enum Refusal {
     #[error("refusing: the token given has admitted a node before; choose another")]
     TokenSpent,
     /// `tokens add` that would grow a file past its bound.
-    #[error("refusing: {file} would be over the {mib} MiB it may hold; revoke or tidy spent tokens out of it first")]
+    #[error(
+        "refusing: {file} would be over the {mib} MiB it may hold; revoke or tidy spent tokens out of it first"
+    )]
     TooLarge {
         /// `tokens` or `tokens.meta.json`.
         file: &'static str,

@@ -103,17 +103,15 @@ impl Store {
         // A look that fails refuses the poll (503: the node retries): never
         // 404 (it would forget its enrollment) nor 200 on a guess.
         let undecidable = |what| move |e: io::Error| Undecidable::refuse(what, &e);
-        Ok(Look::Answer(
-            if !matches || self.poll_refused_now(id)? {
-                PollAnswer::Unknown
-            } else if !self.approved_now(id)? {
-                PollAnswer::Pending
-            } else if self.was_delivered(id).map_err(undecidable("whether the trust went out"))? {
-                PollAnswer::Admitted
-            } else {
-                return Ok(Look::FirstDelivery);
-            },
-        ))
+        Ok(Look::Answer(if !matches || self.poll_refused_now(id)? {
+            PollAnswer::Unknown
+        } else if !self.approved_now(id)? {
+            PollAnswer::Pending
+        } else if self.was_delivered(id).map_err(undecidable("whether the trust went out"))? {
+            PollAnswer::Admitted
+        } else {
+            return Ok(Look::FirstDelivery);
+        }))
     }
 
     fn record_first_delivery(

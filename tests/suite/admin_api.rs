@@ -15,7 +15,7 @@ use serde_json::json;
 use crate::common::*;
 
 /// A server with the admin API on, trusting `admin_ca`; its admin address.
-async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, SocketAddr) {
+pub async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, SocketAddr) {
     let ca_file = fx.dir.path().join("admin-ca.crt");
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
     let mut config = fx.config();
@@ -29,12 +29,12 @@ async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, SocketAd
     (server, admin)
 }
 
-fn credential(ca: &Minted, name: &str, scopes: &[Scope]) -> Minted {
+pub fn credential(ca: &Minted, name: &str, scopes: &[Scope]) -> Minted {
     let now = janus_registration::clock::now_utc();
     valid_credential(ca, name, scopes, now - time::Duration::minutes(5), now + time::Duration::days(1))
 }
 
-fn valid_credential(
+pub fn valid_credential(
     ca: &Minted,
     name: &str,
     scopes: &[Scope],
@@ -45,7 +45,7 @@ fn valid_credential(
     certs::mint_admin(ca, name, &uris, from, to).unwrap()
 }
 
-fn client(fx: &Fixture, admin: SocketAddr, credential: &Minted) -> AdminClient {
+pub fn client(fx: &Fixture, admin: SocketAddr, credential: &Minted) -> AdminClient {
     AdminClient::new(
         &format!("https://{admin}"),
         fx.fleet.root.cert_pem.as_bytes(),

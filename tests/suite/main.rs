@@ -12,6 +12,7 @@
 mod common;
 
 mod admin_api;
+mod admin_surfaces;
 mod adversary;
 mod agent;
 mod agent_cli;

@@ -366,7 +366,11 @@ impl Tokens {
         }
         let bytes = serde_json::to_vec_pretty(meta).map_err(io::Error::other)?;
         if bytes.len() as u64 > MAX_META_BYTES {
-            return Err(crate::store::Refusal::TooLarge { file: super::META_FILE, mib: MAX_META_BYTES >> 20 }.into());
+            return Err(crate::store::Refusal::TooLarge {
+                file: super::META_FILE,
+                mib: MAX_META_BYTES >> 20,
+            }
+            .into());
         }
         // Last, right before the rename: the shorter the moment between the
         // proof and the write, the less a stall there can lose.

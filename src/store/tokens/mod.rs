@@ -44,8 +44,8 @@ pub use meta::{MAX_DESCRIPTION, MAX_LABELS, MAX_USES, MetaUnreadable, TokenMeta,
 pub use tidier::Tidier;
 
 use super::AuditEvent;
-use super::error::Refusal;
 use super::audit::{Audit, token_fingerprint};
+use super::error::Refusal;
 use super::ledger::{Ledger, Mac};
 use crate::clock::now_unix;
 use crate::durable::{append_durably, with_path};
@@ -630,7 +630,10 @@ mod tests {
         // The lock's file as a lost lock leaves it on NFS: its write fails
         // (here a read-only handle, EBADF; there EIO from the server).
         let lost = EditLock {
-            held: crate::durable::lock::Held::pretend(fs::File::open(&tokens.lock_path).unwrap(), &tokens.lock_path),
+            held: crate::durable::lock::Held::pretend(
+                fs::File::open(&tokens.lock_path).unwrap(),
+                &tokens.lock_path,
+            ),
         };
         let refused = tokens.write_meta(&lost, &book, seen).unwrap_err();
         assert!(refused.to_string().contains("could not prove it still holds the tokens lock"), "{refused}");

@@ -1,0 +1,299 @@
+//! The admin surfaces held to the endpoint's standard (issue 46): a
+//! client's mistake is 400/404 and never 503, a fault is 503 and never the
+//! 404 an idempotent client takes for success, decisions answer the node
+//! they decided on, every route checks its scope, one lock file open per
+//! process, and strangers churning connections do not keep a credential
+//! holder out.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use janus_registration::admin_api::{Needs, Scope};
+use janus_registration::certs;
+use serde_json::json;
+
+use crate::admin_api::{client, credential, with_admin_api};
+use crate::common::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clients_mistake_is_said_once_and_a_fault_is_503_never_404() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let api = client(&fx, admin, &credential(&admin_ca, "orchestrator", &Scope::ALL));
+    let chosen = "a-chosen-token-of-the-orchestrator-0001";
+    let made = api.call("POST", "/v1/tokens", Some(&json!({"token": chosen}))).await.unwrap();
+    assert_eq!(made.status, 201, "{:?}", made.body);
+    // A retrying client must not retry these: 400, each saying why.
+    let again = api.call("POST", "/v1/tokens", Some(&json!({"token": chosen}))).await.unwrap();
+    assert_eq!(again.status, 400, "{:?}", again.body);
+    assert!(again.body["error"].as_str().unwrap().contains("listed already"), "{:?}", again.body);
+    let nodes = node_client(&fx, server.addr);
+    let (_, _, status) = announce(&nodes, "web-60", &certs::mint_node_ca("web-60").unwrap(), chosen).await;
+    assert_eq!(status, 201);
+    let spent = api.call("POST", "/v1/tokens", Some(&json!({"token": chosen}))).await.unwrap();
+    assert!(eventually_status(&api, chosen, 400, "admitted a node before").await, "{:?}", spent.body);
+    for bad in [json!({"count": 0}), json!({"uses": 1_000_000}), json!({"expires_in": "20y"})] {
+        let refused = api.call("POST", "/v1/tokens", Some(&bad)).await.unwrap();
+        assert_eq!(refused.status, 400, "{bad}: {:?}", refused.body);
+    }
+    // A revoke that cannot look at the tokens file: 503 with Retry-After, not 404.
+    let spare = api.call("POST", "/v1/tokens", Some(&json!({}))).await.unwrap();
+    let prefix = spare.body["tokens"][0]["sha256_prefix"].as_str().unwrap().to_string();
+    let tokens = fx.state().join("tokens");
+    let kept = std::fs::read(&tokens).unwrap();
+    std::fs::remove_file(&tokens).unwrap();
+    std::fs::create_dir(&tokens).unwrap();
+    let failed = api.call("DELETE", &format!("/v1/tokens/{prefix}"), None).await.unwrap();
+    assert_eq!(failed.status, 503, "{:?}", failed.body);
+    assert!(!failed.body["error"].as_str().unwrap().contains(fx.state().to_str().unwrap()), "no path sent");
+    std::fs::remove_dir(&tokens).unwrap();
+    std::fs::write(&tokens, kept).unwrap();
+    let revoked = api.call("DELETE", &format!("/v1/tokens/{prefix}"), None).await.unwrap();
+    assert_eq!(revoked.status, 200, "{:?}", revoked.body);
+    let gone = api.call("DELETE", &format!("/v1/tokens/{prefix}"), None).await.unwrap();
+    assert_eq!(gone.status, 404, "revoked: no longer listed: {:?}", gone.body);
+    server.stop().await;
+}
+
+/// The tokens file is read through a cache that notices changes by time
+/// and size: a refusal may take a reload to say its newest reason.
+async fn eventually_status(
+    api: &janus_registration::admin_api::client::AdminClient,
+    token: &str,
+    status: u16,
+    says: &str,
+) -> bool {
+    for _ in 0..50 {
+        let answer = api.call("POST", "/v1/tokens", Some(&json!({"token": token}))).await.unwrap();
+        if answer.status == status && answer.body["error"].as_str().unwrap_or_default().contains(says) {
+            return true;
+        }
+        assert_ne!(answer.status, 503, "a client's mistake is never 503: {:?}", answer.body);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn approving_by_name_beside_an_admitted_namesake_answers_the_node_it_approved() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let api = client(&fx, admin, &credential(&admin_ca, "orchestrator", &Scope::ALL));
+    let token = add_token(&fx.state(), &[]);
+    let nodes = node_client(&fx, server.addr);
+    // A VM rebuilt under its hostname: the first admitted, the second pending.
+    let (first, _, status) =
+        announce(&nodes, "web-70", &certs::mint_node_ca("web-70").unwrap(), &token).await;
+    assert_eq!(status, 201);
+    let rebuilt_ca = certs::mint_node_ca("web-70").unwrap();
+    let (rebuilt, _, _) = announce(&nodes, "web-70", &rebuilt_ca, "").await;
+    let approved = api
+        .call("POST", "/v1/nodes/web-70/approve", Some(&json!({"expect_ca_sha256": ca_hash(&rebuilt_ca)})))
+        .await
+        .unwrap();
+    assert_eq!(approved.status, 200, "{:?}", approved.body);
+    assert_eq!(approved.body["changed"], true);
+    assert_eq!(approved.body["node"]["id"], rebuilt.as_str(), "the node approved, by its id");
+    assert_eq!(approved.body["node"]["state"], "admitted");
+    // The name alone now names two: a read by name says so.
+    let shown = api.call("GET", "/v1/nodes/web-70", None).await.unwrap();
+    assert_eq!(shown.status, 400, "{:?}", shown.body);
+    assert!(shown.body["error"].as_str().unwrap().contains(first.as_str()), "{:?}", shown.body);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_route_is_refused_to_every_credential_without_its_scope() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let mut held: Vec<(String, Vec<Scope>)> = vec![("no-scope".into(), vec![])];
+    held.extend(Scope::ALL.iter().map(|s| (format!("only-{}", s.name()), vec![*s])));
+    let table = janus_registration::admin_api::route_table();
+    assert!(table.len() >= 9, "{table:?}");
+    for (name, scopes) in &held {
+        let api = client(&fx, admin, &credential(&admin_ca, name, scopes));
+        for (method, path, needs) in &table {
+            let path = path.replace("{sha256_prefix}", "0123456789ab").replace("{id}", "nosuchnode");
+            let allowed = match needs {
+                Needs::Credential => true,
+                Needs::Scope(scope) => scopes.contains(scope),
+            };
+            let status = if path == "/v1/events" {
+                // A stream: refused at once, or open until we stop reading.
+                let stream = api.events(&path, |_| false);
+                match tokio::time::timeout(Duration::from_millis(500), stream).await {
+                    Err(_) => 200,
+                    Ok(Err(why)) if why.contains("403") => 403,
+                    Ok(other) => panic!("{name} {path}: {other:?}"),
+                }
+            } else {
+                let body = (method.as_str() == "POST").then(|| json!({}));
+                api.call(method.as_str(), &path, body.as_ref()).await.unwrap().status
+            };
+            assert_eq!(status == 403, !allowed, "{name}: {method} {path} answered {status}");
+        }
+    }
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_api_edits_and_the_sweep_hold_one_open_file_of_the_tokens_lock() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    // The sweep every 200 ms (the fixture's maintenance pace) runs beside them.
+    let (server, admin_addr) = with_admin_api(&fx, &admin_ca).await;
+    let api = client(&fx, admin_addr, &credential(&admin_ca, "orchestrator", &Scope::ALL));
+    let lock = fx.state().join("tokens.lock");
+    let done = Arc::new(AtomicBool::new(false));
+    let most = Arc::new(AtomicUsize::new(0));
+    let watcher = {
+        let (done, most, lock) = (done.clone(), most.clone(), lock.clone());
+        std::thread::spawn(move || {
+            while !done.load(Ordering::Acquire) {
+                let open = std::fs::read_dir("/proc/self/fd")
+                    .map(|fds| {
+                        fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+                            .filter(|t| *t == lock)
+                            .count()
+                    })
+                    .unwrap_or(0);
+                most.fetch_max(open, Ordering::AcqRel);
+            }
+        })
+    };
+    let edits: Vec<_> = (0..16)
+        .map(|i| {
+            let api = api.clone();
+            tokio::spawn(async move {
+                let made = api.call("POST", "/v1/tokens", Some(&json!({"count": 3}))).await.unwrap();
+                assert_eq!(made.status, 201, "{i}: {:?}", made.body);
+                let prefix = made.body["tokens"][0]["sha256_prefix"].as_str().unwrap().to_string();
+                let revoked = api.call("DELETE", &format!("/v1/tokens/{prefix}"), None).await.unwrap();
+                assert_eq!(revoked.status, 200, "{i}: {:?}", revoked.body);
+            })
+        })
+        .collect();
+    for edit in edits {
+        edit.await.unwrap();
+    }
+    done.store(true, Ordering::Release);
+    watcher.join().unwrap();
+    assert_eq!(most.load(Ordering::Acquire), 1, "never two open files of tokens.lock in one process");
+    let (ok, listed, err) = admin(&fx.state(), &["tokens", "list", "--json"]);
+    assert!(ok, "{err}");
+    assert_eq!(listed.lines().count(), 32, "16 x 3 made, 16 revoked: {listed}");
+    server.stop().await;
+}
+
+#[test]
+fn a_command_waiting_on_a_lock_says_so_and_gives_up_after_lock_wait() {
+    let fx = Fixture::new();
+    let state = fx.state();
+    for sub in ["nodes", "approved"] {
+        std::fs::create_dir_all(state.join(sub)).unwrap();
+    }
+    let (ok, _, err) = admin(&state, &["tokens", "list"]);
+    assert!(ok, "{err}");
+    let lock = state.join("tokens.lock");
+    let mut holder = std::process::Command::new("flock")
+        .arg("-o")
+        .arg(&lock)
+        .args(["sleep", "60"])
+        .spawn()
+        .expect("flock(1) from util-linux");
+    assert!(
+        wait_for(Duration::from_secs(10), || std::fs::File::open(&lock).is_ok_and(|f| f.try_lock().is_err())),
+        "flock took the lock"
+    );
+    let (ok, _, err) = admin(&state, &["tokens", "add", "--lock-wait", "2s"]);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    assert!(!ok);
+    assert!(err.contains("waiting for a lock"), "said after a second: {err}");
+    assert!(err.contains("gave up waiting for its lock after 2 s (--lock-wait); held by pid "), "{err}");
+    assert!(err.contains("(flock)"), "the holder named: {err}");
+    let (ok, _, err) = admin(&state, &["tokens", "add", "--lock-wait", "2s"]);
+    assert!(ok, "once let go: {err}");
+}
+
+/// Strangers opening connections that say nothing, and opening again as
+/// soon as they are closed, from the holder's own address and from many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strangers_churning_connections_do_not_keep_a_credential_holder_out() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let api = client(&fx, admin, &credential(&admin_ca, "orchestrator", &[Scope::Read]));
+    // One stranger's address beside the holder's (127.0.0.1), in its /24; then many.
+    for sources in [vec!["127.0.0.2".to_string()], many_sources()] {
+        let stop = Arc::new(AtomicBool::new(false));
+        let opened = Arc::new(AtomicUsize::new(0));
+        let churners: Vec<_> = (0..96)
+            .map(|i| churn(admin, sources[i % sources.len()].parse().unwrap(), stop.clone(), opened.clone()))
+            .collect();
+        // The table full of them before the holder comes.
+        let filled = opened.clone();
+        assert!(
+            wait_for_async(Duration::from_secs(20), move || filled.load(Ordering::Acquire) >= 200).await,
+            "the strangers churn"
+        );
+        let mut served = 0;
+        for _ in 0..10 {
+            if api.call("GET", "/v1/whoami", None).await.is_ok_and(|r| r.status == 200) {
+                served += 1;
+            }
+        }
+        stop.store(true, Ordering::Release);
+        for churner in churners {
+            churner.abort();
+        }
+        assert_eq!(served, 10, "from {} source(s): a holder served every time", sources.len());
+    }
+    server.stop().await;
+}
+
+/// Addresses in 24 networks of 127/8, four each.
+fn many_sources() -> Vec<String> {
+    (1..=24).flat_map(|net| (1..=4).map(move |host| format!("127.0.{net}.{host}"))).collect()
+}
+
+fn churn(
+    admin: SocketAddr,
+    source: std::net::IpAddr,
+    stop: Arc<AtomicBool>,
+    opened: Arc<AtomicUsize>,
+) -> tokio::task::JoinHandle<()> {
+    use tokio::io::AsyncReadExt;
+    tokio::spawn(async move {
+        while !stop.load(Ordering::Acquire) {
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            if socket.bind(SocketAddr::new(source, 0)).is_err() {
+                return;
+            }
+            let Ok(mut stream) = socket.connect(admin).await else {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+                continue;
+            };
+            opened.fetch_add(1, Ordering::AcqRel);
+            // Say nothing; go again once closed.
+            let mut byte = [0u8; 1];
+            let _ = stream.read(&mut byte).await;
+        }
+    })
+}
+
+async fn wait_for_async(deadline: Duration, condition: impl Fn() -> bool) -> bool {
+    let until = tokio::time::Instant::now() + deadline;
+    while tokio::time::Instant::now() < until {
+        if condition() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    condition()
+}
