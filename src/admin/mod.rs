@@ -233,11 +233,7 @@ fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> 
     }
     let candidates: Vec<NodeId> = match among {
         Among::Pending => store.unsettled_ids()?,
-        Among::NotRejected | Among::All => {
-            let mut all = Vec::new();
-            store.scan(|id, _: serde::de::IgnoredAny| all.push(id))?;
-            all
-        }
+        Among::NotRejected | Among::All => store.record_ids()?,
     };
     let lower = key.to_ascii_lowercase();
     let by_prefix = key.len() >= 6 && lower.bytes().all(|b| b.is_ascii_hexdigit());

@@ -179,14 +179,18 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 "TOKEN", "SHA-256", "EXPIRES", "USES LEFT", "ADDED BY"
             );
             for t in &list {
-                let expires = t.expires_at.clone().unwrap_or_else(|| "never".into());
+                let (expires, uses_left) = match (&t.expires_at, t.metadata_unreadable) {
+                    (_, true) => ("unknown".to_string(), "?".to_string()),
+                    (Some(at), false) => (at.clone(), t.uses_left.to_string()),
+                    (None, false) => ("never".to_string(), t.uses_left.to_string()),
+                };
                 let _ = writeln!(
                     out,
                     "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {}{}",
                     escape(&t.shown),
                     t.sha256_prefix,
                     expires,
-                    t.uses_left,
+                    uses_left,
                     if t.added_by.is_empty() { "-".into() } else { escape(&t.added_by) },
                     escape(t.description.as_deref().unwrap_or("-")),
                     if t.weak { "  WEAK" } else { "" }

@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use axum_server::accept::Accept;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
+use rustls::pki_types::CertificateDer;
 use tokio::net::TcpStream;
 
 use crate::server::accept::{Capped, Caps, ConnectionCap, Shedding};
@@ -68,8 +69,11 @@ pub struct AdminApiConfig {
 #[error("refusing to serve the admin API: {0}")]
 pub struct AdminApiRefused(String);
 
-/// The admin CA's certificates, refused when empty or when the fleet
-/// (`fleet/root.crt`, `fleet/issuing.crt`) is among them.
+/// The admin CA's certificates, refused when empty, when one is among the
+/// fleet's CAs (its root, the bundle's issuing CAs, an `issuing.crt` beside
+/// them) or signed by one: a certificate the fleet's keys can make gives
+/// no admin power. A fleet file that cannot be read refuses too: the check
+/// is never skipped on a guess.
 pub fn admin_roots(ca: &Path, fleet: &Path) -> Result<rustls::RootCertStore, AdminApiRefused> {
     let refuse = |why: String| AdminApiRefused(format!("--admin-ca {}: {why}", ca.display()));
     let pem = std::fs::read(ca).map_err(|e| refuse(e.to_string()))?;
@@ -77,12 +81,18 @@ pub fn admin_roots(ca: &Path, fleet: &Path) -> Result<rustls::RootCertStore, Adm
     if certs.is_empty() {
         return Err(refuse("holds no certificate".into()));
     }
-    for fleet_ca in ["root.crt", "issuing.crt"] {
-        let Ok(fleet_pem) = std::fs::read(fleet.join(fleet_ca)) else { continue };
-        let fleet_certs = crate::pki::all_certificates(&fleet_pem, fleet_ca).unwrap_or_default();
-        if certs.iter().any(|c| fleet_certs.contains(c)) {
+    let fleet_cas = fleet_cas(fleet).map_err(|e| refuse(format!("the fleet's CAs cannot be read: {e}")))?;
+    for (what, fleet_ca) in &fleet_cas {
+        if certs.contains(fleet_ca) {
             return Err(refuse(format!(
-                "it is the fleet's {fleet_ca}: admin credentials need a CA of their own (certs admin-ca)"
+                "it is the fleet's {what}: admin credentials need a CA of their own (certs admin-ca)"
+            )));
+        }
+    }
+    for (what, fleet_ca) in &fleet_cas {
+        if certs.iter().any(|c| crate::pki::signed_by(c, fleet_ca)) {
+            return Err(refuse(format!(
+                "it is signed by the fleet's {what}: admin credentials need a CA of their own (certs admin-ca)"
             )));
         }
     }
@@ -91,6 +101,33 @@ pub fn admin_roots(ca: &Path, fleet: &Path) -> Result<rustls::RootCertStore, Adm
         roots.add(cert.to_vec().into()).map_err(|e| refuse(format!("a CA rustls cannot use: {e}")))?;
     }
     Ok(roots)
+}
+
+/// Every CA of the fleet at `fleet`, named: `root.crt`, each issuing CA of
+/// the signed `bundle.json`, and `issuing.crt` where the directory has one.
+fn fleet_cas(fleet: &Path) -> Result<Vec<(String, CertificateDer<'static>)>, String> {
+    let loaded = crate::pki::Fleet::load(fleet).map_err(|e| e.to_string())?;
+    let payload = crate::pki::verify_bundle(&loaded.root_der, &loaded.bundle).map_err(|e| e.to_string())?;
+    let mut cas = vec![("root.crt".to_string(), loaded.root_der.clone())];
+    for (i, pem) in payload.issuing_cas.iter().enumerate() {
+        let what = format!("bundle.json's issuing CA {i}");
+        cas.push((
+            what.clone(),
+            crate::pki::first_certificate(pem.as_bytes(), &what).map_err(|e| e.to_string())?,
+        ));
+    }
+    let issuing = fleet.join("issuing.crt");
+    match std::fs::read(&issuing) {
+        Ok(pem) => {
+            for der in crate::pki::all_certificates(&pem, "issuing.crt").map_err(|e| e.to_string())? {
+                cas.push(("issuing.crt".to_string(), der));
+            }
+        }
+        // The recommended deployment gives the endpoint no issuing.crt: the bundle's are checked.
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(format!("{}: {e}", issuing.display())),
+    }
+    Ok(cas)
 }
 
 /// What the admin API serves with: the server's store, its certificate,

@@ -40,7 +40,9 @@ pub fn apply(node: &NodeDir, provisioned_root: &[u8], trust: &Trust) -> Result<A
         .map_err(|_| refuse("the fleet root isn't a self-signed CA".into()))?;
     let fleet_dir = node.path("fleet");
     let pinned_path = fleet_dir.join("root.crt");
-    let pinned = std::fs::read(&pinned_path).ok();
+    // Unreadable is not "no pin": a pin this node cannot read must never be
+    // overwritten by what the Controller sent.
+    let pinned = read_if_present(&pinned_path)?;
     if let Some(pinned) = &pinned {
         let pinned_der =
             pki::first_certificate(pinned, "fleet/root.crt").map_err(|e| refuse(e.to_string()))?;
@@ -57,7 +59,7 @@ pub fn apply(node: &NodeDir, provisioned_root: &[u8], trust: &Trust) -> Result<A
     let payload = pki::verify_bundle(&root_der, &bundle).map_err(|e| refuse(e.to_string()))?;
     let canonical = canonical(&bundle)?;
     let bundle_path = fleet_dir.join("bundle.json");
-    if let Ok(current) = std::fs::read(&bundle_path) {
+    if let Some(current) = read_if_present(&bundle_path)? {
         let have = pki::verify_bundle(&root_der, &current).map_err(|e| refuse(e.to_string()))?.version;
         if payload.version < have {
             return Err(refuse(format!("the node already has a newer bundle, version {have}")));
@@ -78,6 +80,15 @@ pub fn apply(node: &NodeDir, provisioned_root: &[u8], trust: &Trust) -> Result<A
     }
     write_atomic(&bundle_path, &canonical, 0o644)?;
     Ok(Applied { root_cn, version: payload.version })
+}
+
+/// The file's bytes, `None` when it is missing, an error when it cannot be read.
+fn read_if_present(path: &std::path::Path) -> Result<Option<Vec<u8>>, NodeError> {
+    match std::fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(crate::durable::with_path(e, path).into()),
+    }
 }
 
 /// Go's `json.Marshal(SignedBundle)`: compact `{"payload","signature"}`.
@@ -143,5 +154,26 @@ mod tests {
         let not_ca = Trust { root_cert: leaf.cert_pem, ..trust_of(&ours) };
         assert!(apply(&node, b"", &not_ca).unwrap_err().to_string().contains("self-signed CA"));
         assert!(!node.path("fleet").exists());
+    }
+
+    #[test]
+    fn a_pinned_root_that_cannot_be_read_is_never_overwritten() {
+        let dir = tempfile::tempdir().unwrap();
+        let node = NodeDir::open(dir.path()).unwrap();
+        let ours = mint::mint_fleet("Ours", 1).unwrap();
+        let theirs = mint::mint_fleet("Theirs", 1).unwrap();
+        apply(&node, b"", &trust_of(&ours)).unwrap();
+        // The pin unreadable (here a directory in its place: EISDIR).
+        let pin = node.path("fleet/root.crt");
+        std::fs::remove_file(&pin).unwrap();
+        std::fs::create_dir(&pin).unwrap();
+        let refused = apply(&node, b"", &trust_of(&theirs)).unwrap_err();
+        assert!(refused.to_string().contains("root.crt"), "{refused}");
+        assert!(pin.is_dir(), "nothing written over it");
+        let bundle = std::fs::read(node.path("fleet/bundle.json")).unwrap();
+        assert!(
+            pki::verify_bundle(&pki::first_certificate(ours.root.cert_pem.as_bytes(), "r").unwrap(), &bundle)
+                .is_ok()
+        );
     }
 }

@@ -233,6 +233,13 @@ pub fn verify_bundle(root_der: &[u8], bundle_bytes: &[u8]) -> Result<BundlePaylo
     Ok(body)
 }
 
+/// Whether `issuer`'s key signed `der` (both certificates, DER); false
+/// when either does not parse.
+pub fn signed_by(der: &[u8], issuer: &[u8]) -> bool {
+    let (Ok(cert), Ok(issuer)) = (parse(der, "certificate"), parse(issuer, "issuer")) else { return false };
+    cert.verify_signature(Some(issuer.public_key())).is_ok()
+}
+
 /// Checks that `der` is a self-signed CA certificate, as the node's `Fleet.Set` does.
 pub fn check_self_signed_ca(der: &[u8], what: &str) -> Result<(), PkiError> {
     let cert = parse(der, what)?;

@@ -98,6 +98,14 @@ impl Store {
         Ok(listing)
     }
 
+    /// The ids of every record in `nodes/`, by name: none left out for a
+    /// record that does not read (the caller reads each, and refuses).
+    pub fn record_ids(&self) -> StoreResult<Vec<NodeId>> {
+        let mut ids = Vec::new();
+        self.each_name("nodes", |name| ids.extend(name.strip_suffix(".json").and_then(NodeId::parse)))?;
+        Ok(ids)
+    }
+
     /// Calls `each` with every name in a subdirectory (none when it is
     /// missing), without holding the listing.
     pub(super) fn each_name(&self, sub: &str, mut each: impl FnMut(&str)) -> StoreResult<()> {
@@ -178,8 +186,22 @@ impl Store {
         for (id, is_claim) in listing.unsettled.iter().map(|id| (id, false)).chain(claims) {
             let id = id.clone();
             let path = if is_claim { self.claim_path(&id) } else { self.record_path(&id) };
-            let Ok(bytes) = durable::read_fresh(&path) else { continue }; // forgotten meanwhile
-            let Ok(s) = serde_json::from_slice::<Summary>(&bytes) else { continue };
+            let summary = match durable::read_fresh(&path) {
+                Ok(bytes) => serde_json::from_slice::<Summary>(&bytes).map_err(io::Error::other),
+                Err(e) if e.kind() == io::ErrorKind::NotFound => continue, // forgotten meanwhile
+                Err(e) => Err(e),
+            };
+            let s = match summary {
+                Ok(s) => s,
+                // Counted as pending (the cap behind --max-pending never
+                // undercounts), never forgotten by age (its age is unknown)
+                // nor recovered: the admin's to look at.
+                Err(e) => {
+                    tracing::warn!(node = %id, file = %path.display(), cause = %e, "a record that cannot be read is counted as pending");
+                    pending.push(Pending { id, announced: None, token_claim: None, awaits_admin: !is_claim });
+                    continue;
+                }
+            };
             let at = s.announced_at.and_then(|t| time::OffsetDateTime::parse(&t, rfc3339).ok());
             let announced = at.map(|t| t.unix_timestamp()).or_else(|| {
                 use std::os::unix::fs::MetadataExt;

@@ -297,3 +297,128 @@ async fn wait_for_async(deadline: Duration, condition: impl Fn() -> bool) -> boo
     }
     condition()
 }
+
+// ---- The fail-closed edges: each refuses where it answered on a guess. ----
+
+/// A restored backup that left out `tokens.meta.json` and its last good
+/// copy: the state knows it had metadata (the ledger's mark), so a token
+/// made with an expiry admits nobody and is not listed as never expiring.
+#[tokio::test]
+async fn a_backup_restored_without_the_token_metadata_fails_closed() {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let token = add_token(&fx.state(), &["--expires-in", "1h"]);
+    for file in
+        [janus_registration::store::tokens::META_FILE, janus_registration::store::tokens::META_GOOD_FILE]
+    {
+        std::fs::remove_file(fx.state().join(file)).unwrap();
+    }
+    let ca = certs::mint_node_ca("restored").unwrap();
+    let answer = post(&client, &announcement("restored", &ca, &token, &new_secret())).await;
+    assert_eq!(answer.status, 503, "{}", String::from_utf8_lossy(&answer.body));
+    let (ok, listed, err) = admin(&fx.state(), &["tokens", "list"]);
+    assert!(!ok || listed.contains("warning") || err.contains("metadata"), "said: {listed} {err}");
+    assert!(!listed.contains("never"), "not listed as never expiring: {listed}");
+    server.stop().await;
+}
+
+/// A first delivery whose approval note cannot be read: 503, never 200 on
+/// a guess of who approved nor 202.
+#[tokio::test]
+async fn a_first_delivery_whose_approval_cannot_be_read_is_refused() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let (id, secret, _) = announce(&client, "edge", &certs::mint_node_ca("edge").unwrap(), "").await;
+    // Approved, but the note is unreadable (a directory in its place: EISDIR).
+    let approval = fx.state().join("approved").join(&id);
+    std::fs::create_dir(&approval).unwrap();
+    let answer = get(&client, &format!("/register/{id}"), Some(&secret)).await;
+    assert_eq!(answer.status, 503, "{}", String::from_utf8_lossy(&answer.body));
+    std::fs::remove_dir(&approval).unwrap();
+    std::fs::write(&approval, b"").unwrap();
+    assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 200);
+    server.stop().await;
+}
+
+/// `nodes forget` of a record whose rejection cannot be read is refused
+/// before anything is removed (it would leave a rejection of its CA no
+/// command can lift); a name two records carry, one unreadable, is not
+/// resolved to the other.
+#[tokio::test]
+async fn forget_and_names_refuse_on_what_they_cannot_read() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let (rejected, _, _) = announce(&client, "web-90", &certs::mint_node_ca("web-90").unwrap(), "").await;
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "reject", &rejected]);
+    assert!(ok, "{err}");
+    let note = fx.state().join("rejected").join(&rejected);
+    let kept = std::fs::read(&note).unwrap();
+    std::fs::remove_file(&note).unwrap();
+    std::fs::create_dir(&note).unwrap();
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "forget", &rejected]);
+    assert!(!ok, "refused");
+    assert!(err.contains("cannot tell"), "{err}");
+    assert!(fx.state().join("nodes").join(format!("{rejected}.json")).exists(), "nothing removed");
+    std::fs::remove_dir(&note).unwrap();
+    std::fs::write(&note, kept).unwrap();
+    // Two records named web-91, one of them unreadable.
+    let (first, _, _) = announce(&client, "web-91", &certs::mint_node_ca("web-91").unwrap(), "").await;
+    let (second, _, _) = announce(&client, "web-91", &certs::mint_node_ca("web-91b").unwrap(), "").await;
+    let record = fx.state().join("nodes").join(format!("{first}.json"));
+    let kept = std::fs::read(&record).unwrap();
+    std::fs::write(&record, b"{ not json").unwrap();
+    let (ok, shown, err) = admin(&fx.state(), &["nodes", "show", "web-91"]);
+    assert!(!ok, "not resolved to {second}: {shown}");
+    assert!(err.contains(&format!("{first}.json")), "the unreadable record named: {err}");
+    std::fs::write(&record, kept).unwrap();
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "show", "web-91"]);
+    assert!(!ok && err.contains("matches 2 nodes"), "{err}");
+    server.stop().await;
+}
+
+/// The pending count behind `--max-pending` counts a record it cannot read.
+#[tokio::test]
+async fn the_pending_cap_counts_records_it_cannot_read() {
+    let fx = Fixture::new();
+    let mut config = fx.config();
+    config.limits.max_pending = 2;
+    let server = InProcess::start(config).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge").unwrap();
+    assert_eq!(announce(&client, "edge", &ca, "").await.2, 201);
+    std::fs::write(fx.state().join("nodes").join(format!("{}.json", "ab".repeat(16))), b"{ broken").unwrap();
+    let refused = eventually(
+        || async { post(&client, &announcement("edge", &ca, "", &new_secret())).await.status },
+        |s| *s == 503,
+    )
+    .await;
+    assert_eq!(refused, 503, "two pending: the readable one and the broken one");
+    server.stop().await;
+}
+
+/// The admin CA's refusal reads the bundle's issuing CAs: the recommended
+/// deployment gives the endpoint no `issuing.crt`.
+#[test]
+fn serve_refuses_an_admin_ca_that_is_the_bundles_issuing_ca() {
+    let fx = Fixture::new();
+    assert!(
+        !fx.fleet_dir().join("issuing.crt").exists() || {
+            std::fs::remove_file(fx.fleet_dir().join("issuing.crt")).unwrap();
+            true
+        }
+    );
+    let issuing = fx.dir.path().join("issuing-as-admin-ca.crt");
+    std::fs::write(&issuing, &fx.fleet.issuing.cert_pem).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(fx.serve_args())
+        .args(["--admin-listen", "127.0.0.1:0", "--admin-ca", issuing.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("it is the fleet's bundle.json's issuing CA 0"), "{err}");
+}

@@ -72,8 +72,11 @@ async fn a_missing_metadata_file_whose_loss_is_settled_reads_as_none() {
     let token = add_token(&fx.state(), &["--uses", "2"]);
     fs::remove_file(fx.state().join(META_FILE)).unwrap();
     assert_eq!(status_of(&client, "a", &token).await.0, 503);
-    // The admin settles the loss as the message says: the good copy goes too.
+    // The admin settles the loss as the message says: the good copy goes
+    // too, and the ledger's mark that the state had metadata.
     fs::remove_file(fx.state().join(META_GOOD_FILE)).unwrap();
+    assert_eq!(status_of(&client, "a", &token).await.0, 503, "the state knows it had metadata");
+    fs::remove_file(fx.state().join("token-uses/metadata-existed")).unwrap();
     assert_eq!(status_of(&client, "a", &token).await, (201, true), "a plain token now");
     assert_eq!(status_of(&client, "b", &token).await, (201, false), "one use");
     server.stop().await;

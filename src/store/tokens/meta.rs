@@ -27,6 +27,10 @@ use super::{META_GOOD_FILE, Tokens};
 use crate::durable::{with_path, write_atomic};
 use crate::pki::sha256_hex;
 
+/// In the ledger's directory: this state has had token metadata, so its
+/// loss (with its last good copy) is undecidable, never "no metadata".
+pub const METADATA_EXISTED: &str = "metadata-existed";
+
 /// The most nodes one token may admit: `tokens add --uses` refuses more, and
 /// a metadata file that says more is unreadable (fail closed). Every use is
 /// a marker in the ledger, and sweeping a spent token looks at each.
@@ -114,7 +118,7 @@ pub(super) struct MetaCache {
     /// The identity of the file when it was read, and of its good copy
     /// while the file is missing (removing the copy settles a loss);
     /// `None`: never read, or to be read again.
-    pub(super) stamp: Option<(Option<Stamp>, Option<Stamp>)>,
+    pub(super) stamp: Option<(Option<Stamp>, Option<Stamp>, Option<Stamp>)>,
     /// The file's metadata, or the last good copy while it is broken.
     pub(super) meta: Arc<BTreeMap<String, TokenMeta>>,
     /// Why the file cannot be read now; while set, tokens `meta` holds
@@ -199,7 +203,14 @@ impl Tokens {
         let mut cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
         let stamp_of = |path: &Path| fs::metadata(path).ok().map(|m| Stamp::of(&m));
         let file = stamp_of(&self.meta_path);
-        let stamp = Some((file, if file.is_none() { stamp_of(&self.good_path()) } else { None }));
+        let good = if file.is_none() { stamp_of(&self.good_path()) } else { None };
+        // Both gone: whether the state had metadata decides, so its mark is watched too.
+        let marker = if file.is_none() && good.is_none() {
+            stamp_of(&self.ledger.dir().join(METADATA_EXISTED))
+        } else {
+            None
+        };
+        let stamp = Some((file, good, marker));
         if stamp == cache.stamp {
             return cache.meta.clone();
         }
@@ -258,6 +269,13 @@ impl Tokens {
         // (on NFS closing it would drop the edit's lock for every host).
         let Ok(Some(_lock)) = crate::durable::lock::try_lock(&self.lock_path, 0o600) else { return false };
         if let Ok(meta) = self.read_meta() {
+            // A state whose metadata an earlier version wrote is marked at
+            // its first read here.
+            if !meta.is_empty()
+                && let Err(e) = self.mark_metadata_existed()
+            {
+                tracing::warn!(cause = %e, "could not mark that this state has token metadata");
+            }
             self.keep_good_copy(&meta);
         }
         true
@@ -288,6 +306,23 @@ impl Tokens {
             return Ok(meta);
         }
         match read_meta_at(&self.good_path()) {
+            // Both gone: "no metadata" only if the state never had any. The
+            // ledger says whether it had (a restored backup that left
+            // tokens.meta*.json out keeps token-uses/, which its uses need).
+            Ok(None) if self.metadata_existed()? => Err(with_path(
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    format!(
+                        "it is missing, and so is its last good copy {META_GOOD_FILE}, but this state had \
+                         token metadata ({}/{METADATA_EXISTED}): a token's expiry and uses cannot be told; \
+                         put them back from a backup; if the metadata is gone for good, remove {}/{METADATA_EXISTED} \
+                         (every listed token then admits one node, with no expiry)",
+                        super::super::ledger::LEDGER_DIR,
+                        super::super::ledger::LEDGER_DIR
+                    ),
+                ),
+                &self.meta_path,
+            )),
             Ok(None) => Ok(BTreeMap::new()),
             Ok(Some(good)) if good.is_empty() => Ok(BTreeMap::new()),
             Ok(Some(good)) => Err(with_path(
@@ -296,14 +331,33 @@ impl Tokens {
                     format!(
                         "it is missing, but its last good copy {META_GOOD_FILE} governs {} token(s): put it back \
                          (or copy {META_GOOD_FILE} to it); if their metadata is gone for good, remove \
-                         {META_GOOD_FILE} too",
-                        good.len()
+                         {META_GOOD_FILE} and {}/{METADATA_EXISTED} too",
+                        good.len(),
+                        super::super::ledger::LEDGER_DIR
                     ),
                 ),
                 &self.meta_path,
             )),
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether this state ever had token metadata: `token-uses/metadata-existed`,
+    /// made the first time metadata was written; a look that fails is an error.
+    fn metadata_existed(&self) -> io::Result<bool> {
+        let marker = self.ledger.dir().join(METADATA_EXISTED);
+        crate::durable::present(&marker).map_err(|e| with_path(e, &marker))
+    }
+
+    /// Makes the mark [`Tokens::metadata_existed`] looks for, once: under
+    /// the lock, before metadata that governs a token is first written.
+    fn mark_metadata_existed(&self) -> io::Result<()> {
+        if self.metadata_existed()? {
+            return Ok(());
+        }
+        crate::durable::ensure_private_dir(self.ledger.dir())?;
+        let marker = self.ledger.dir().join(METADATA_EXISTED);
+        crate::durable::create_exclusive(&marker, b"", 0o600).map(|_| ())
     }
 
     /// The metadata for an edit under the lock, with what the edit saw of
@@ -375,6 +429,11 @@ impl Tokens {
         // Last, right before the rename: the shorter the moment between the
         // proof and the write, the less a stall there can lose.
         locked.prove_held(&self.lock_path)?;
+        // Once in a state's life, after the proof (a refused edit leaves no
+        // mark of metadata that was never written), before the file.
+        if !meta.is_empty() {
+            self.mark_metadata_existed()?;
+        }
         write_atomic(&self.meta_path, &bytes, 0o600)?;
         self.keep_good_copy(meta);
         Ok(())

@@ -84,6 +84,10 @@ pub struct TokenInfo {
     /// Its labels (`tokens add --label`).
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: std::collections::BTreeMap<String, String>,
+    /// Its metadata cannot be read now: its expiry and uses are unknown
+    /// (shown as such, never as "never" and one use), and it admits nobody.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub metadata_unreadable: bool,
 }
 
 /// What a presented token is worth.
@@ -306,7 +310,7 @@ impl Tokens {
         let order = self.listed_in_order();
         let mut out = Vec::new();
         for t in &order {
-            let (meta, _) = self.meta_in_force(t);
+            let (meta, unreadable) = self.meta_in_force(t);
             let left =
                 meta.total_uses().saturating_sub(self.ledger.used(&self.ledger.mac(t)?, meta.total_uses()));
             if left > 0 {
@@ -319,6 +323,7 @@ impl Tokens {
                     description: meta.description,
                     weak: t.chars().count() < WEAK_BELOW,
                     labels: meta.labels,
+                    metadata_unreadable: unreadable.is_some(),
                 });
             }
         }
