@@ -87,6 +87,38 @@ mod tests {
         }
     }
 
+    /// The folds that turn a state read's error into an answer (`.ok()`
+    /// on a read, a presence's `unwrap_or`) each say why they are safe, on
+    /// the line before (`// fold: ...`): a decision never folds one by
+    /// accident (issue 46: the lossy twins were that, with names).
+    #[test]
+    fn every_fold_of_a_state_read_says_why() {
+        let patterns = ["unwrap_or(false)", "unwrap_or(true)", ".ok().flatten()", ".ok()?"];
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let mut unexplained = Vec::new();
+        for dir in ["store", "admin", "admin_api", "server", "durable"] {
+            let mut stack = vec![root.join(dir)];
+            while let Some(path) = stack.pop() {
+                if path.is_dir() {
+                    stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+                    continue;
+                }
+                let text = std::fs::read_to_string(&path).unwrap();
+                // Unit tests fold freely: they assert what they expect.
+                let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+                let lines: Vec<&str> = code.lines().collect();
+                for (n, line) in lines.iter().enumerate() {
+                    let explained = line.contains("// fold:")
+                        || n.checked_sub(1).is_some_and(|p| lines[p].trim_start().starts_with("// fold:"));
+                    if patterns.iter().any(|p| line.contains(p)) && !explained {
+                        unexplained.push(format!("{}:{}: {}", path.display(), n + 1, line.trim()));
+                    }
+                }
+            }
+        }
+        assert!(unexplained.is_empty(), "folds without a `// fold:` reason:\n{}", unexplained.join("\n"));
+    }
+
     #[test]
     fn every_wrapping_error_says_its_cause_once() {
         let io = || crate::durable::with_path(io::Error::from_raw_os_error(13), Path::new("/state/tokens"));

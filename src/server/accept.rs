@@ -291,6 +291,7 @@ impl<S> Accept<TcpStream, S> for ConnectionCap {
         // holds the last one for the client's delayed ACK (40 ms).
         let _ = stream.set_nodelay(true);
         // The node behind a listed balancer, when its PROXY header named one.
+        // fold: no state read: outside a PROXY scope there is no proxied source
         let proxied = super::proxy::SOURCE.try_with(|source| *source).ok().flatten();
         let peer = proxied.or_else(|| stream.peer_addr().ok()).map(|a| a.ip());
         std::future::ready(match self.admit(peer) {

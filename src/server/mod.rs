@@ -296,6 +296,7 @@ fn watched(config: &ServeConfig) -> reload::Watched {
 fn warn_of_fleet_keys(fleet: &std::path::Path) {
     for key in ["root.key", "issuing.key"] {
         let path = fleet.join(key);
+        // fold: a warning only; a key that cannot be looked at is not warned of
         if crate::durable::present(&path).unwrap_or(false) {
             tracing::warn!(
                 key = %path.display(),

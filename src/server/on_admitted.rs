@@ -65,6 +65,7 @@ impl OnAdmitted {
     /// before the server answers anyone), until the task is aborted.
     pub async fn start(&self) -> tokio::task::JoinHandle<()> {
         let (config, store, groups) = (self.config.clone(), self.store.clone(), self.groups.clone());
+        // fold: a trail that cannot be read now is followed from its start, so nothing after now is missed
         let from = store.on_pool(|store| Ok(admissions_since(store, None).0)).await.ok().flatten();
         tokio::spawn(follow(config, store, groups, from))
     }

@@ -488,6 +488,7 @@ fn stall_after_claim() {
         std::env::var_os("JANUS_REGISTRATION_TEST_STALL_AFTER_CLAIM").map(std::path::PathBuf::from)
     });
     if let Some(path) = stall_while {
+        // fold: a debug build's test hook: no decision
         while durable::present(path).unwrap_or(false) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }

@@ -295,6 +295,7 @@ impl Store {
     /// and a record approved meanwhile is put back; `approved/<id>` is
     /// never removed here. True when it went.
     fn forget_duplicate(&self, id: &NodeId) -> StoreResult<bool> {
+        // fold: an approval that cannot be told is assumed: the record is kept
         let approved = |store: &Self| durable::present(&store.approval_path(id)).unwrap_or(true);
         if !self.remove_record_unless(id, approved, || Ok(()))? {
             return Ok(false);
@@ -398,9 +399,10 @@ impl Store {
         id: &NodeId,
         before: impl FnOnce() -> io::Result<()>,
     ) -> StoreResult<bool> {
+        // A decision that cannot be told is assumed: the record is kept.
         let settled = |store: &Self| {
-            durable::present(&store.approval_path(id)).unwrap_or(true)
-                || durable::present(&store.marker("rejected", id)).unwrap_or(true)
+            durable::present(&store.approval_path(id)).unwrap_or(true) // fold: kept, never forgotten
+                || durable::present(&store.marker("rejected", id)).unwrap_or(true) // fold: kept
         };
         self.remove_record_unless(id, settled, before)
     }

@@ -249,6 +249,7 @@ impl Ledger {
         while free - spent > 1 {
             let mid = spent + (free - spent) / 2;
             // A marker that cannot be looked at is taken as spent: fewer admissions, never more.
+            // fold: a marker that cannot be looked at counts as claimed: fewer uses, never more
             if present(&self.marker(mac, mid)).unwrap_or(true) {
                 spent = mid;
             } else {
@@ -303,8 +304,9 @@ impl Ledger {
             // Earlier markers hold just the id: its record says the CA.
             let ca = record.get("ca_sha256").and_then(|c| c.as_str()).map(str::to_string).or_else(|| {
                 let id = NodeId::parse(text.trim())?;
+                // fold: the CA index is a shortcut; a marker left unindexed is found by reading every marker
                 let record = fs::read(state_dir.join("nodes").join(format!("{id}.json"))).ok()?;
-                let record: serde_json::Value = serde_json::from_slice(&record).ok()?;
+                let record: serde_json::Value = serde_json::from_slice(&record).ok()?; // fold: as above
                 record.get("ca_sha256")?.as_str().map(str::to_string)
             });
             let Some(ca) = ca.filter(|ca| super::is_sha256_hex(ca)) else { continue };
@@ -321,6 +323,7 @@ impl Ledger {
     /// How many of the `uses` uses of `mac` are recorded (all of them once
     /// it is revoked): the prefix [`Ledger::first_free`] finds.
     pub fn used(&self, mac: &Mac, uses: u32) -> u32 {
+        // fold: for counting only: a revocation that cannot be told counts every use spent
         if self.is_revoked(mac).unwrap_or(true) {
             return uses;
         }
@@ -344,6 +347,7 @@ impl Ledger {
                 Some(Holder::Node(id)) => {
                     let ended = ["approved", "rejected"]
                         .iter()
+                        // fold: an admission whose end cannot be told is not spent for good: its token stays listed
                         .any(|sub| present(&state.join(sub).join(id.as_str())).unwrap_or(false));
                     if !ended {
                         return Ok(false);
