@@ -79,7 +79,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Tokens(args) => {
+        Command::Tokens(mut args) => {
+            args.command.read_secrets()?;
             if let Some(client) = remote(&args.remote)? {
                 print(
                     &runtime()?

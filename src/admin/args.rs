@@ -149,9 +149,15 @@ pub struct TokensAddArgs {
     #[arg(long)]
     pub uses: Option<u32>,
     /// Register this token instead of making one (an orchestrator's own:
-    /// 16 to 512 printable ASCII characters, not starting with '#').
+    /// 16 to 512 printable ASCII characters, not starting with '#'). On the
+    /// command line other local users can read it (/proc/PID/cmdline):
+    /// prefer --token-file.
     #[arg(long, conflicts_with = "count")]
     pub token: Option<String>,
+    /// Register the token this file holds (its one line; `-`: standard
+    /// input), kept off the command line.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["count", "token"])]
+    pub token_file: Option<std::path::PathBuf>,
     /// One JSON object per token and line: the token, its SHA-256 (and the
     /// prefix the audit trail names), expiry, uses, description and labels.
     #[arg(long)]
@@ -179,6 +185,56 @@ pub struct TokensListArgs {
 
 #[derive(Debug, Args)]
 pub struct RevokeArgs {
-    /// The token, a prefix of it that no other token has, or the SHA-256 prefix `tokens list` shows.
+    /// The SHA-256 prefix `tokens list` shows, a prefix of the token that no
+    /// other token has, or the token; `-` reads it from standard input (a
+    /// token on the command line can be read by other local users).
     pub token: String,
+}
+
+/// A secret given on the command line or in a file: the file's one line
+/// (`-`: standard input), its line ending dropped.
+pub fn read_secret(path: &std::path::Path) -> Result<String, super::AdminError> {
+    use std::io::Read;
+    let mut text = String::new();
+    let read = if path == std::path::Path::new("-") {
+        std::io::stdin().lock().take(64 * 1024).read_to_string(&mut text).map(|_| ())
+    } else {
+        std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_string(&mut text)).map(|_| ())
+    };
+    read.map_err(|cause| super::AdminError::Read { path: path.to_path_buf(), cause })?;
+    let line = text.strip_suffix('\n').unwrap_or(&text);
+    let line = line.strip_suffix('\r').unwrap_or(line);
+    if line.contains('\n') {
+        return Err(super::AdminError::Usage(format!("{}: holds more than one line", path.display())));
+    }
+    Ok(line.to_string())
+}
+
+/// Warns that a secret was given on the command line.
+pub fn warn_secret_on_argv(flag: &str) {
+    eprintln!(
+        "janus-registration: warning: {flag} puts the token on the command line, where other local users \
+         can read it (/proc/PID/cmdline); prefer --token-file FILE (or - for standard input)"
+    );
+}
+
+impl TokensCommand {
+    /// Takes the token of `--token-file` (or `revoke -`) in, off the
+    /// command line; warns of one given on it.
+    pub fn read_secrets(&mut self) -> Result<(), super::AdminError> {
+        match self {
+            TokensCommand::Add(args) => {
+                if let Some(path) = args.token_file.take() {
+                    args.token = Some(read_secret(&path)?);
+                } else if args.token.is_some() {
+                    warn_secret_on_argv("--token");
+                }
+            }
+            TokensCommand::Revoke(args) if args.token == "-" => {
+                args.token = read_secret(std::path::Path::new("-"))?;
+            }
+            _ => {}
+        }
+        Ok(())
+    }
 }

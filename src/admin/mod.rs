@@ -54,9 +54,9 @@ pub enum AdminError {
     /// Arguments that cannot be used as given.
     #[error("{0}")]
     Usage(String),
-    /// The serial-console log given to `--console` cannot be read.
+    /// A file given on the command line (`--console`, `--token-file`) cannot be read.
     #[error("{}: {cause}", path.display())]
-    Console {
+    Read {
         /// The file.
         path: std::path::PathBuf,
         /// The underlying error.

@@ -471,8 +471,7 @@ fn expected_fingerprint(args: &ApproveArgs, id: &str) -> Result<Option<String>> 
     match (&args.expect_ca_sha256, &args.console) {
         (Some(hex), _) => Ok(Some(normalize_fingerprint(hex)?)),
         (None, Some(path)) => {
-            let log =
-                std::fs::read(path).map_err(|cause| AdminError::Console { path: path.clone(), cause })?;
+            let log = std::fs::read(path).map_err(|cause| AdminError::Read { path: path.clone(), cause })?;
             let shown = console_fingerprint(&log).ok_or_else(|| {
                 AdminError::Refused(format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()))
             })?;

@@ -50,9 +50,15 @@ pub struct AnnounceArgs {
     /// This endpoint's address as the node dials it, HOST:PORT (`controller_address`).
     #[arg(long)]
     pub address: String,
-    /// The registration token the node presents (none: it waits for an approval).
+    /// The registration token the node presents (none: it waits for an
+    /// approval). On the command line other local users can read it:
+    /// prefer --token-file.
     #[arg(long, conflicts_with = "new_token")]
     pub token: Option<String>,
+    /// The token this file holds (its one line; `-`: standard input), kept
+    /// off the command line.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["new_token", "token"])]
+    pub token_file: Option<PathBuf>,
     /// Mint a one-time token in --state (as `tokens add`) and put it in the user-data.
     #[arg(long, requires = "state")]
     pub new_token: bool,
@@ -128,8 +134,23 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
             let root = read(&args.fleet.join("root.crt"))?;
             let token = match (&args.token, args.new_token, &args.state) {
                 (_, true, Some(state)) => mint(state, args)?,
-                (Some(token), _, _) => token.clone(),
-                _ => String::new(),
+                (Some(token), _, _) => {
+                    super::args::warn_secret_on_argv("--token");
+                    token.clone()
+                }
+                _ => match &args.token_file {
+                    Some(path) => {
+                        let token = super::args::read_secret(path)?;
+                        if !token.is_empty() && !crate::protocol::is_presentable_token(&token) {
+                            return Err(AdminError::Usage(format!(
+                                "--token-file {}",
+                                crate::protocol::unpresentable_token_reason()
+                            )));
+                        }
+                        token
+                    }
+                    None => String::new(),
+                },
             };
             pretty(&Announce {
                 controller_address: &args.address,
@@ -150,6 +171,7 @@ fn mint(state: &Path, args: &AnnounceArgs) -> Result<String> {
         expires_in: args.expires_in,
         uses: None,
         token: None,
+        token_file: None,
         json: false,
         labels: args.labels.clone(),
     };

@@ -131,7 +131,7 @@ impl From<AdminError> for AdminApiError {
             AdminError::NotFound(why) => AdminApiError::NotFound(why),
             AdminError::Ambiguous(why) | AdminError::Usage(why) => AdminApiError::BadRequest(why),
             AdminError::Refused(why) => AdminApiError::CheckFailed(why),
-            AdminError::Console { path, cause } => {
+            AdminError::Read { path, cause } => {
                 AdminApiError::BadRequest(format!("{}: {cause}", path.display()))
             }
             AdminError::Store(store) => store.into(),

@@ -240,6 +240,7 @@ async fn add_tokens(
         expires_in,
         uses: asked.uses,
         token: asked.token,
+        token_file: None,
         json: true,
         labels: asked.labels.into_iter().collect(),
     };

@@ -422,3 +422,55 @@ fn serve_refuses_an_admin_ca_that_is_the_bundles_issuing_ca() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("it is the fleet's bundle.json's issuing CA 0"), "{err}");
 }
+
+/// Tokens off argv: `--token-file FILE` and `-` (standard input) wherever
+/// a token is given; a token on the command line is taken, with a warning.
+#[tokio::test]
+async fn tokens_are_given_in_files_or_on_standard_input_not_on_argv() {
+    use std::io::Write;
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let file = fx.dir.path().join("chosen.token");
+    let chosen = "from-a-file-not-the-command-line-01";
+    std::fs::write(&file, format!("{chosen}\n")).unwrap();
+    let (ok, out, err) =
+        admin(&fx.state(), &["tokens", "add", "--json", "--token-file", file.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    assert!(!err.contains("warning"), "{err}");
+    let added: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(added["token"], chosen);
+    let (ok, _, err) =
+        admin(&fx.state(), &["tokens", "add", "--token", "on-the-command-line-is-readable-01"]);
+    assert!(ok, "{err}");
+    assert!(err.contains("warning: --token puts the token on the command line"), "{err}");
+    // The user-data's token from standard input.
+    let mut child = std::process::Command::new(BIN)
+        .args(["user-data", "announce", "--fleet"])
+        .arg(fx.fleet_dir())
+        .args(["--hostname", "web-95", "--address", "127.0.0.1:1", "--token-file", "-"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(format!("{chosen}\n").as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let user_data: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(user_data["registration_token"], chosen);
+    // Revoked by the token from standard input.
+    let mut child = std::process::Command::new(BIN)
+        .args(["tokens", "revoke", "-", "--state"])
+        .arg(fx.state())
+        .stdin(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(chosen.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let (_, listed, _) = admin(&fx.state(), &["tokens", "list", "--json"]);
+    assert!(!listed.contains(&added["sha256_prefix"].as_str().unwrap().to_string()), "{listed}");
+    server.stop().await;
+}
