@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes what comes from outside with cargo-fuzz (libFuzzer, the nightly
-# toolchain): the announcement body, a tokens file and its metadata, an
+# toolchain): the announcement body, a tokens file and its metadata, a
+# PROXY protocol header (v1, v2 with TLVs), an
 # audit line as the admin commands render it, an answer as the agent reads
 # it, and node ids. Each target runs FUZZ_SECONDS (30) starting from its
 # seed corpus, kept in the repository (fuzz/seeds/<target>/: real bodies,

@@ -8,9 +8,17 @@
 //! otherwise every node behind it would share its address); a peer not in
 //! the list is never asked for one, so nobody else can claim an address.
 //! The header is read exactly (nothing of the TLS handshake after it is
-//! consumed), bounded (107 bytes for v1, 16 + 216 for v2) and within the
-//! handshake's time. `UNKNOWN` (v1) and `LOCAL` (v2: the balancer's own
-//! health check) keep the TCP peer.
+//! consumed), bounded (107 bytes for v1; for v2, 16 + [`V2_MAX`]: the
+//! address block and the TLVs balancers add after it, HAProxy's
+//! `send-proxy-v2-ssl` and `unique-id`, AWS's and GCP's among them) and
+//! within the handshake's time. A v2 header's TLVs must each fit in it,
+//! and its CRC32c (when it carries one) must match, or the connection is
+//! refused; their contents are not used. `UNKNOWN` (v1) and `LOCAL` (v2:
+//! the balancer's own health check) keep the TCP peer.
+//!
+//! A listed network is trusted with every source it names: list the
+//! balancers' own addresses, never a network other hosts share (a pod
+//! network), whose every host could then claim any address.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -21,8 +29,11 @@ use tokio::net::TcpStream;
 const V2_SIGNATURE: [u8; 12] = *b"\r\n\r\n\0\r\nQUIT\n";
 /// The longest v1 line, CRLF included.
 const V1_MAX: usize = 107;
-/// The longest v2 address block read (the rest of a longer one is refused).
-const V2_MAX: usize = 216;
+/// The longest v2 block read after the 16 fixed bytes (addresses and
+/// TLVs); a longer one is refused.
+pub const V2_MAX: usize = 2048;
+/// The v2 TLV of a CRC32c of the whole header.
+const PP2_TYPE_CRC32C: u8 = 0x03;
 
 /// A network whose peers are trusted to send the PROXY header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -164,7 +175,7 @@ async fn read_v2(stream: &mut TcpStream) -> io::Result<Option<SocketAddr>> {
     stream.read_exact(&mut head).await?;
     let length = usize::from(u16::from_be_bytes([head[14], head[15]]));
     if length > V2_MAX {
-        return Err(refused("a v2 header longer than 216 bytes"));
+        return Err(refused("a v2 header longer than its bound (2048 bytes after its first 16)"));
     }
     let mut rest = vec![0u8; length];
     stream.read_exact(&mut rest).await?;
@@ -181,18 +192,69 @@ pub fn parse_v2(head: &[u8; 16], rest: &[u8]) -> io::Result<Option<SocketAddr>> 
         1 => {}
         _ => return Err(refused("a v2 command that is neither LOCAL nor PROXY")),
     }
-    match head[13] {
+    let (source, addresses) = match head[13] {
         0x11 if rest.len() >= 12 => {
             let ip = Ipv4Addr::new(rest[0], rest[1], rest[2], rest[3]);
-            Ok(Some(SocketAddr::new(ip.into(), u16::from_be_bytes([rest[8], rest[9]]))))
+            (Some(SocketAddr::new(ip.into(), u16::from_be_bytes([rest[8], rest[9]]))), 12)
         }
         0x21 if rest.len() >= 36 => {
             let octets: [u8; 16] = rest[..16].try_into().expect("16 bytes");
-            Ok(Some(SocketAddr::new(Ipv6Addr::from(octets).into(), u16::from_be_bytes([rest[32], rest[33]]))))
+            (
+                Some(SocketAddr::new(
+                    Ipv6Addr::from(octets).into(),
+                    u16::from_be_bytes([rest[32], rest[33]]),
+                )),
+                36,
+            )
         }
-        0x00 => Ok(None), // UNSPEC
-        _ => Err(refused("a v2 address family other than TCP over IPv4 or IPv6, or a short block")),
+        0x00 => (None, 0), // UNSPEC: the block is all TLVs, if anything
+        _ => return Err(refused("a v2 address family other than TCP over IPv4 or IPv6, or a short block")),
+    };
+    check_tlvs(head, rest, addresses)?;
+    Ok(source)
+}
+
+/// The TLVs after the address block: each within the header, and the
+/// CRC32c, when one is there, the header's own.
+fn check_tlvs(head: &[u8; 16], rest: &[u8], from: usize) -> io::Result<()> {
+    let mut at = from;
+    while at < rest.len() {
+        let Some(&[kind, high, low]) = rest.get(at..at + 3) else {
+            return Err(refused("a v2 TLV cut short by the header's end"));
+        };
+        let length = usize::from(u16::from_be_bytes([high, low]));
+        let value = at + 3..at + 3 + length;
+        if value.end > rest.len() {
+            return Err(refused("a v2 TLV longer than the header holds"));
+        }
+        if kind == PP2_TYPE_CRC32C {
+            if length != 4 {
+                return Err(refused("a v2 CRC32c that is not 4 bytes"));
+            }
+            let said = u32::from_be_bytes(rest[value.clone()].try_into().expect("4 bytes"));
+            // Computed over the whole header with the checksum's bytes as zero.
+            let mut whole = head.to_vec();
+            whole.extend_from_slice(rest);
+            whole[16 + value.start..16 + value.end].fill(0);
+            if crc32c(&whole) != said {
+                return Err(refused("a v2 header whose CRC32c does not match"));
+            }
+        }
+        at = value.end;
     }
+    Ok(())
+}
+
+/// CRC-32C (Castagnoli), bit by bit: headers are short and rare.
+fn crc32c(bytes: &[u8]) -> u32 {
+    let mut crc = !0u32;
+    for &byte in bytes {
+        crc ^= u32::from(byte);
+        for _ in 0..8 {
+            crc = if crc & 1 == 1 { (crc >> 1) ^ 0x82f6_3b78 } else { crc >> 1 };
+        }
+    }
+    !crc
 }
 
 #[cfg(test)]
@@ -245,5 +307,58 @@ mod tests {
         assert!(parse_v2(&head, &rest[..4]).is_err(), "a short block");
         head[12] = 0x11;
         assert!(parse_v2(&head, &rest).is_err(), "version 1 in a v2 signature");
+    }
+
+    /// A v2 header with TLVs as HAProxy's `send-proxy-v2-ssl` and
+    /// `unique-id` make them, with or without a CRC32c.
+    fn with_tlvs(tlvs: &[(u8, Vec<u8>)], crc: bool) -> ([u8; 16], Vec<u8>) {
+        let mut rest = vec![192, 0, 2, 7, 10, 0, 0, 1, 0xc8, 0x22, 0x20, 0xfb];
+        for (kind, value) in tlvs {
+            rest.push(*kind);
+            rest.extend((value.len() as u16).to_be_bytes());
+            rest.extend(value);
+        }
+        if crc {
+            rest.extend([PP2_TYPE_CRC32C, 0, 4, 0, 0, 0, 0]);
+        }
+        let mut head = [0u8; 16];
+        head[..12].copy_from_slice(&V2_SIGNATURE);
+        head[12] = 0x21;
+        head[13] = 0x11;
+        head[14..].copy_from_slice(&(rest.len() as u16).to_be_bytes());
+        if crc {
+            let mut whole = head.to_vec();
+            whole.extend(&rest);
+            let sum = crc32c(&whole).to_be_bytes();
+            let at = rest.len() - 4;
+            rest[at..].copy_from_slice(&sum);
+        }
+        (head, rest)
+    }
+
+    #[test]
+    fn v2_headers_with_tlvs() {
+        // PP2_TYPE_SSL with its sub-TLVs (version, CN), PP2_TYPE_UNIQUE_ID, an AWS one.
+        let ssl = [
+            vec![0x01, 0, 0, 0, 0],
+            vec![0x21, 0, 7],
+            b"TLSv1.3".to_vec(),
+            vec![0x22, 0, 4],
+            b"node".to_vec(),
+        ]
+        .concat();
+        let tlvs = vec![(0x20, ssl), (0x05, vec![b'u'; 128]), (0xEA, b"\x01vpce-0123456789abcdef".to_vec())];
+        let source = Some("192.0.2.7:51234".parse().unwrap());
+        for crc in [false, true] {
+            let (head, rest) = with_tlvs(&tlvs, crc);
+            assert_eq!(parse_v2(&head, &rest).unwrap(), source, "crc {crc}");
+        }
+        let (head, mut rest) = with_tlvs(&tlvs, true);
+        rest[20] ^= 1;
+        assert!(parse_v2(&head, &rest).unwrap_err().to_string().contains("CRC32c"), "a flipped bit");
+        let (head, mut rest) = with_tlvs(&tlvs, false);
+        rest.truncate(rest.len() - 1);
+        assert!(parse_v2(&head, &rest).is_err(), "a TLV past the end");
+        assert_eq!(crc32c(b"123456789"), 0xe306_9283, "the check value of CRC-32C");
     }
 }

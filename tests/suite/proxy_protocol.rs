@@ -107,3 +107,52 @@ fn proxy_protocol_networks_are_checked_at_startup() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("\"not-a-network\" is not an address or a network such as 10.0.0.0/8"), "{err}");
 }
+
+/// The connection caps count the node a listed balancer names, not the
+/// balancer: two idle connections for 192.0.2.7 fill its per-source cap,
+/// a third for it is refused, another node behind the same balancer is
+/// served; and a header with TLVs (`send-proxy-v2-ssl`, `unique-id`) is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_connection_caps_count_the_proxied_source_and_tlvs_are_read() {
+    let fx = Fixture::new();
+    let mut config = fx.config();
+    config.proxy_protocol = vec!["127.0.0.0/8".parse::<Trusted>().unwrap()];
+    config.max_connections_per_source = 2;
+    let server = InProcess::start(config).await;
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
+        tcp.write_all(&v2_header([192, 0, 2, 7], 50000)).await.unwrap();
+        held.push(tcp);
+    }
+    // The two are in the table once the server has read their headers.
+    let third = async {
+        for _ in 0..100 {
+            if announce_after(&fx, server.addr, &v2_header([192, 0, 2, 7], 50001), "third").await.is_none() {
+                return true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+        false
+    };
+    assert!(third.await, "192.0.2.7 holds its two: a third is refused");
+    let (status, _) = announce_after(&fx, server.addr, &v2_header([198, 51, 100, 9], 40000), "other")
+        .await
+        .expect("another node behind the same balancer is served");
+    assert_eq!(status, 201);
+    // TLVs after the addresses: an SSL one with sub-TLVs, a unique id.
+    let mut with_tlvs = v2_header([203, 0, 113, 5], 41000);
+    let ssl = [&[0x01, 0, 0, 0, 0][..], &[0x21, 0, 7], b"TLSv1.3"].concat();
+    for (kind, value) in [(0x20u8, ssl), (0x05, vec![b'u'; 128])] {
+        with_tlvs.push(kind);
+        with_tlvs.extend((value.len() as u16).to_be_bytes());
+        with_tlvs.extend(value);
+    }
+    let length = (with_tlvs.len() - 16) as u16;
+    with_tlvs[14..16].copy_from_slice(&length.to_be_bytes());
+    let (status, id) = announce_after(&fx, server.addr, &with_tlvs, "tlvs").await.expect("answered");
+    assert_eq!(status, 201);
+    assert_eq!(peer_address(&fx, &id), "203.0.113.5:41000");
+    drop(held);
+    server.stop().await;
+}
