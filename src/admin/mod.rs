@@ -331,23 +331,17 @@ pub fn event_line(event: &serde_json::Value) -> String {
 }
 
 /// `audit`: every writer's events merged in time order, from `since` ago
-/// on; with `follow`, new events as they are written, until interrupted
-/// (checked every second; an event is printed once).
+/// on, a crash's repeat once; with `follow`, new events as they are
+/// written, until interrupted (the trail's one follower).
 pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: bool, json: bool) -> Result<()> {
     use std::io::Write;
     let store = open_to_read(state)?;
     let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
-    // Offsets per file, not the lines printed: memory stays flat however
-    // long it follows.
-    let mut read_up_to = std::collections::HashMap::new();
+    let mut follower = crate::store::follow::Follower::from(from);
     loop {
-        let events = store.audit_trail().follow(&mut read_up_to)?;
+        let events = follower.next(store.audit_trail())?;
         let mut out = std::io::stdout().lock();
         for event in events {
-            let at = event["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0);
-            if from.is_some_and(|from| at < from) {
-                continue;
-            }
             let line = if json { terminal::json_text(&event) } else { event_line(&event) };
             if writeln!(out, "{line}").is_err() {
                 return Ok(()); // the reader went away (`| head`)
@@ -357,7 +351,7 @@ pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: boo
         if !follow {
             return Ok(());
         }
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        std::thread::sleep(crate::store::follow::LOOK_EVERY);
     }
 }
 

@@ -5,61 +5,35 @@
 //! came up for which VM without reading every record.
 //!
 //! Invariants: it only reads (the audit files, then the record an event
-//! names); memory stays flat however long it follows (offsets per audit
-//! file, and the last [`REMEMBERED`] events to drop the repeats a crash
-//! leaves, which the trail keeps rather than lose an event).
+//! names), through the trail's one follower ([`Follower`]: flat memory,
+//! each event once, a crash's repeat dropped).
 
-use std::collections::{HashSet, VecDeque};
 use std::io::Write;
 
 use super::{Result, WatchArgs, view};
-use crate::clock::now_unix;
+use crate::store::follow::{Follower, LOOK_EVERY};
 use crate::store::{NodeId, Store};
 use crate::terminal;
 
 /// The events `nodes watch` prints.
 const WATCHED: [&str; 4] = ["admitted", "readmitted", "rejected", "forgotten"];
-/// How many recent events are remembered to drop repeats.
-const REMEMBERED: usize = 10_000;
 
-/// What a follower of the trail keeps between looks: offsets per file,
-/// the earliest time it reports, and the recent events (repeats dropped).
-struct Follower {
-    read_up_to: std::collections::HashMap<std::path::PathBuf, (u64, u64)>,
-    from: i128,
-    seen: (HashSet<String>, VecDeque<String>),
-}
-
-impl Follower {
-    /// From `since` ago; without it, only what happens from now on.
-    fn new(since: Option<std::time::Duration>) -> Self {
-        let from =
-            since.map_or(now_unix() as i128 * 1000, |d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
-        Follower { read_up_to: Default::default(), from, seen: Default::default() }
+/// The decisions appended since `follower`'s last look, each with its node.
+fn next_decisions(follower: &mut Follower, store: &Store) -> Result<Vec<serde_json::Value>> {
+    let mut decisions = follower.next(store.audit_trail())?;
+    decisions.retain(|event| WATCHED.contains(&event["event"].as_str().unwrap_or_default()));
+    for event in &mut decisions {
+        with_node(store, event);
     }
-
-    /// The decisions appended since the last look, each with its node.
-    fn next(&mut self, store: &Store) -> Result<Vec<serde_json::Value>> {
-        let mut decisions = Vec::new();
-        for mut event in store.audit_trail().follow(&mut self.read_up_to)? {
-            let kind = event["event"].as_str().unwrap_or_default().to_string();
-            let at = event["at"].as_str().and_then(crate::clock::rfc3339_millis).unwrap_or(0);
-            if !WATCHED.contains(&kind.as_str()) || at < self.from || !first_time(&mut self.seen, &event) {
-                continue;
-            }
-            with_node(store, &mut event);
-            decisions.push(event);
-        }
-        Ok(decisions)
-    }
+    Ok(decisions)
 }
 
 /// Follows (or, with `--once`, prints) the decisions; returns once the
 /// reader went away or, with `--once`, at the end of the trail.
 pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
-    let mut follower = Follower::new(args.since);
+    let mut follower = Follower::since(args.since);
     loop {
-        let decisions = follower.next(store)?;
+        let decisions = next_decisions(&mut follower, store)?;
         let mut out = std::io::stdout().lock();
         for event in decisions {
             if writeln!(out, "{}", terminal::json_text(&event)).is_err() {
@@ -70,7 +44,7 @@ pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
         if args.once {
             return Ok(String::new());
         }
-        std::thread::sleep(std::time::Duration::from_secs(1));
+        std::thread::sleep(LOOK_EVERY);
     }
 }
 
@@ -82,10 +56,11 @@ pub async fn follow_decisions(
     since: Option<std::time::Duration>,
     sender: tokio::sync::mpsc::Sender<serde_json::Value>,
 ) {
-    let mut follower = Follower::new(since);
+    let mut follower = Follower::since(since);
     loop {
         let looked = tokio::task::spawn_blocking(move || {
-            let decisions = super::open_to_read(&state).and_then(|store| follower.next(&store));
+            let decisions =
+                super::open_to_read(&state).and_then(|store| next_decisions(&mut follower, &store));
             (state, follower, decisions)
         })
         .await;
@@ -106,7 +81,7 @@ pub async fn follow_decisions(
         if sender.is_closed() {
             return;
         }
-        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+        tokio::time::sleep(LOOK_EVERY).await;
     }
 }
 
@@ -126,23 +101,4 @@ pub fn with_node(store: &Store, event: &mut serde_json::Value) {
         Ok(None) => {}
         Err(e) => event["node_unreadable"] = serde_json::Value::String(e.to_string()),
     }
-}
-
-/// Whether `event` is not a repeat of one of the last [`REMEMBERED`].
-fn first_time(seen: &mut (HashSet<String>, VecDeque<String>), event: &serde_json::Value) -> bool {
-    let mut key = event.clone();
-    if let Some(fields) = key.as_object_mut() {
-        fields.remove("at");
-    }
-    let key = key.to_string();
-    if !seen.0.insert(key.clone()) {
-        return false;
-    }
-    seen.1.push_back(key);
-    if seen.1.len() > REMEMBERED
-        && let Some(oldest) = seen.1.pop_front()
-    {
-        seen.0.remove(&oldest);
-    }
-    true
 }

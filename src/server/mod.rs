@@ -170,6 +170,16 @@ pub enum StartupError {
     /// rustls refused the configuration.
     #[error("TLS configuration: {0}")]
     Tls(rustls::Error),
+    /// A program the server would run (`--admission-command`, `--on-admitted`) cannot be.
+    #[error("{flag} {}: {why}", program.display())]
+    Program {
+        /// The flag that names it.
+        flag: &'static str,
+        /// The program.
+        program: PathBuf,
+        /// Why it cannot be run.
+        why: String,
+    },
 }
 
 impl From<rustls::Error> for StartupError {
@@ -324,6 +334,12 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         );
     }
     warn_of_fleet_keys(&config.fleet);
+    if let Some(admission) = &config.admission {
+        policy::check_program("--admission-command", &admission.command)?;
+    }
+    if let Some(on_admitted) = &config.on_admitted {
+        policy::check_program("--on-admitted", &on_admitted.command)?;
+    }
     // Checked now, made once the port is bound (`Prepared::serve`): a port
     // in use leaves no state tree behind.
     Store::check_before_open(&config.state).map_err(StartupError::State)?;

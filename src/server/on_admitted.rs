@@ -11,30 +11,30 @@
 //! replicas on one state directory an admission's program runs on one:
 //! the replica that creates `on-admitted/<id>-<event hash>` (an exclusive
 //! link: the file server decides) runs it; one that cannot tell (the claim
-//! fails) runs it too, as a repeated notice is safer than a lost one. At
-//! most [`CONCURRENCY`] run at once, each in a process group of its own,
-//! killed when it exits, at its timeout and at shutdown (the admission
-//! command's runner). Claims older than [`CLAIMS_KEPT`] are removed. A
-//! crash between a claim and its run loses that run: orchestrators
-//! reconcile with `nodes list --admitted-since`.
+//! fails) runs it too, as a repeated notice is safer than a lost one. The
+//! trail is read through its one follower, and a claim is named by the
+//! event's identity (the event but for its time), so an event a crash
+//! repeated runs the program at most once. At most [`CONCURRENCY`] run at
+//! once, through the admission command's runner (an environment of its
+//! own, output kept for the log, the group killed before the program is
+//! reaped, every wait bounded). Claims older than [`CLAIMS_KEPT`] are
+//! removed. A crash between a claim and its run loses that run:
+//! orchestrators reconcile with `nodes list --admitted-since`.
 
 use std::collections::HashSet;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::store::follow::{Follower, LOOK_EVERY};
 use crate::store::{AsyncStore, Store};
 
 /// Programs running at once, at most.
 pub const CONCURRENCY: usize = 4;
 /// How long a claim is kept (a repeat of an event older than this is not expected).
 const CLAIMS_KEPT: Duration = Duration::from_secs(86_400);
-/// How often the trail is looked at.
-const EVERY: Duration = Duration::from_secs(1);
-/// The claims' directory in the state directory.
-const CLAIMS: &str = "on-admitted";
 
 /// The program and its bound.
 #[derive(Debug, Clone)]
@@ -53,21 +53,31 @@ pub struct OnAdmitted {
     groups: Arc<Mutex<HashSet<i32>>>,
 }
 
-type Offsets = std::collections::HashMap<PathBuf, (u64, u64)>;
-
 impl OnAdmitted {
     /// Ready; nothing runs before [`OnAdmitted::start`].
     pub fn new(config: OnAdmittedConfig, store: AsyncStore) -> Self {
         OnAdmitted { config, store, groups: Arc::default() }
     }
 
-    /// Follows the trail from now on (where it ends when this returns:
-    /// before the server answers anyone), until the task is aborted.
+    /// Follows the trail from its end now (before the server answers
+    /// anyone), until the task is aborted. A trail that cannot be read
+    /// now is followed from its start, its events before now skipped by
+    /// time: nothing after now is missed.
     pub async fn start(&self) -> tokio::task::JoinHandle<()> {
         let (config, store, groups) = (self.config.clone(), self.store.clone(), self.groups.clone());
-        // fold: a trail that cannot be read now is followed from its start, so nothing after now is missed
-        let from = store.on_pool(|store| Ok(admissions_since(store, None).0)).await.ok().flatten();
-        tokio::spawn(follow(config, store, groups, from))
+        let follower = store.run(|store| Follower::at_end(store.audit_trail())).await;
+        let follower = match follower {
+            Ok(Ok(follower)) => follower,
+            Ok(Err(e)) => {
+                tracing::warn!(cause = %e, "--on-admitted cannot read the audit trail's end; follows from now by time");
+                Follower::since(None)
+            }
+            Err(failed) => {
+                tracing::error!(cause = %failed, "--on-admitted's first look failed; follows from now by time");
+                Follower::since(None)
+            }
+        };
+        tokio::spawn(follow(config, store, groups, follower))
     }
 
     /// Kills every process group still running (at shutdown).
@@ -82,7 +92,7 @@ async fn follow(
     config: OnAdmittedConfig,
     store: AsyncStore,
     groups: Arc<Mutex<HashSet<i32>>>,
-    mut offsets: Option<Offsets>,
+    mut follower: Follower,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
     let mut pruned_at = tokio::time::Instant::now();
@@ -91,20 +101,30 @@ async fn follow(
         if prune {
             pruned_at = tokio::time::Instant::now();
         }
-        let from = offsets.take();
         let looked = store
-            .on_pool(move |store| {
+            .run(move |store| {
                 if prune {
-                    prune_claims(store.dir());
+                    let before = crate::clock::now_unix() - CLAIMS_KEPT.as_secs() as i64;
+                    if let Err(e) = store.prune_hook_claims(before) {
+                        tracing::warn!(cause = %e, "--on-admitted could not remove old claims");
+                    }
                 }
-                Ok(admissions_since(store, from))
+                let admissions = claimed_admissions(store, &mut follower);
+                Ok::<_, std::convert::Infallible>((follower, admissions))
             })
             .await;
-        let Ok((now_at, admissions)) = looked else {
-            tokio::time::sleep(EVERY).await;
-            continue; // the task failed: start again from the end
+        let admissions = match looked {
+            Ok(Ok((back, admissions))) => {
+                follower = back;
+                admissions
+            }
+            Err(failed) => {
+                // The follower went with the task: from now on, by time.
+                tracing::error!(cause = %failed, "--on-admitted's look at the trail failed; follows from now");
+                follower = Follower::since(None);
+                Vec::new()
+            }
         };
-        offsets = now_at;
         for admission in admissions {
             let Ok(slot) = slots.clone().acquire_owned().await else { return };
             let (config, groups) = (config.clone(), groups.clone());
@@ -113,82 +133,50 @@ async fn follow(
                 run_once(&config, &groups, admission).await;
             });
         }
-        tokio::time::sleep(EVERY).await;
+        tokio::time::sleep(LOOK_EVERY).await;
     }
 }
 
-/// The admissions this replica claimed since `from` (the trail's end at
-/// the first call), each with its node, and where the trail ends now.
-fn admissions_since(store: &Store, from: Option<Offsets>) -> (Option<Offsets>, Vec<Value>) {
-    let trail = store.audit_trail();
-    let Some(mut offsets) = from else {
-        return match trail.end_offsets() {
-            Ok(ends) => (Some(ends), Vec::new()),
-            Err(e) => {
-                tracing::warn!(cause = %e, "--on-admitted cannot read the audit trail; it tries again");
-                (None, Vec::new())
-            }
-        };
-    };
-    let events = match trail.follow(&mut offsets) {
+/// The admissions appended since the follower's last look that this
+/// replica claimed, each with its node.
+fn claimed_admissions(store: &Store, follower: &mut Follower) -> Vec<Value> {
+    let events = match follower.next(store.audit_trail()) {
         Ok(events) => events,
         Err(e) => {
             tracing::warn!(cause = %e, "--on-admitted cannot read the audit trail; it tries again");
-            return (Some(offsets), Vec::new());
+            return Vec::new();
         }
     };
     let mut claimed = Vec::new();
     for mut event in events.into_iter().filter(|e| e["event"] == "admitted") {
-        if claim(store.dir(), &event) {
+        let mine = match store.claim_hook_run(&event) {
+            Ok(mine) => mine,
+            // A repeated notice is safer than a lost one.
+            Err(e) => {
+                let id = event["id"].as_str().unwrap_or_default();
+                tracing::warn!(node = %id, cause = %e, "--on-admitted cannot claim the admission; runs it anyway");
+                true
+            }
+        };
+        if mine {
             crate::admin::with_node(store, &mut event);
             claimed.push(event);
         }
     }
-    (Some(offsets), claimed)
-}
-
-/// Whether this replica runs the program for `event`: it made its claim,
-/// or could not tell whether another did.
-fn claim(state: &Path, event: &Value) -> bool {
-    let id = event["id"].as_str().unwrap_or_default();
-    if crate::store::NodeId::parse(id).is_none() {
-        return false;
-    }
-    let dir = state.join(CLAIMS);
-    let name = format!("{id}-{}", &crate::pki::sha256_hex(event.to_string().as_bytes())[..16]);
-    let made = crate::durable::ensure_private_dir(&dir)
-        .and_then(|()| crate::durable::create_exclusive(&dir.join(name), b"", 0o600));
-    match made {
-        Ok(mine) => mine,
-        Err(e) => {
-            tracing::warn!(node = %id, cause = %e, "--on-admitted cannot claim the admission; runs it anyway");
-            true
-        }
-    }
-}
-
-/// Removes the claims older than [`CLAIMS_KEPT`].
-fn prune_claims(state: &Path) {
-    use std::os::unix::fs::MetadataExt;
-    let Ok(entries) = std::fs::read_dir(state.join(CLAIMS)) else { return };
-    let before = crate::clock::now_unix() - CLAIMS_KEPT.as_secs() as i64;
-    for entry in entries.flatten() {
-        if entry.metadata().is_ok_and(|meta| meta.mtime() < before) {
-            // A claim is a note, not a decision: nothing to make durable.
-            let _ = std::fs::remove_file(entry.path());
-        }
-    }
+    claimed
 }
 
 async fn run_once(config: &OnAdmittedConfig, groups: &Arc<Mutex<HashSet<i32>>>, admission: Value) {
     let id = admission["id"].as_str().unwrap_or_default().to_string();
-    match super::policy::run(&config.command, config.timeout, groups, &admission).await {
-        Ok(0) => tracing::info!(node = %id, "the --on-admitted program ran"),
+    let ran = super::policy::run(&config.command, config.timeout, groups, &admission).await;
+    let said = ran.said();
+    match ran.code {
+        Ok(0) => tracing::info!(node = %id, output = %said, "the --on-admitted program ran"),
         Ok(code) => {
-            tracing::warn!(node = %id, code, "the --on-admitted program failed; the node stays admitted")
+            tracing::warn!(node = %id, code, output = %said, "the --on-admitted program failed; the node stays admitted")
         }
         Err(why) => {
-            tracing::warn!(node = %id, reason = %why, "the --on-admitted program failed; the node stays admitted")
+            tracing::warn!(node = %id, reason = %why, output = %said, "the --on-admitted program failed; the node stays admitted")
         }
     }
 }

@@ -514,3 +514,101 @@ async fn a_hanging_on_admitted_program_is_killed_and_the_node_stays_admitted() {
     assert!(ok && json_lines(&listed).len() == 1, "{listed}");
     server.stop().await;
 }
+
+/// An admitted event a crash repeated (the same event, a later time) runs
+/// the program at most once: within one follower, and across a restart
+/// (the claim is named by the event but for its time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_repeated_admission_runs_the_program_once() {
+    use janus_registration::server::on_admitted::OnAdmittedConfig;
+    let fx = laid_out();
+    let out = fx.dir.path().join("runs");
+    let mut config = fx.config();
+    config.on_admitted = Some(OnAdmittedConfig {
+        command: keeping_program(&fx, &out, "exit 0"),
+        timeout: std::time::Duration::from_secs(10),
+    });
+    let server = InProcess::start(config.clone()).await;
+    let client = node_client(&fx, server.addr);
+    let token = add_token(&fx.state(), &[]);
+    let (first, _, _) = announce(&client, "web-30", &certs::mint_node_ca("web-30").unwrap(), &token).await;
+    assert!(wait_for(std::time::Duration::from_secs(20), || runs(&out).len() == 1), "ran once");
+    // The crash's repeat: the admitted event again, a second later, in another writer's file.
+    let trail = audit_trail(&fx.state());
+    let admitted = trail
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+        .find(|e| e["event"] == "admitted" && e["id"] == first.as_str())
+        .unwrap();
+    let repeat = |at: &str| {
+        let mut again = admitted.clone();
+        again["at"] = at.into();
+        let file = fx.state().join("audit").join("admin-crashed.jsonl");
+        let mut text = std::fs::read_to_string(&file).unwrap_or_default();
+        text.push_str(&format!("{again}\n"));
+        std::fs::write(&file, text).unwrap();
+    };
+    repeat(&janus_registration::clock::now_rfc3339());
+    // Another admission after it: once it has run, the repeat was looked at.
+    let second = add_token(&fx.state(), &[]);
+    announce(&client, "web-31", &certs::mint_node_ca("web-31").unwrap(), &second).await;
+    assert!(wait_for(std::time::Duration::from_secs(20), || runs(&out).len() >= 2), "the second ran");
+    server.stop().await;
+    // A restarted server follows from the trail's end: a repeat after it
+    // finds the first run's claim.
+    let server = InProcess::start(config).await;
+    repeat(&janus_registration::clock::now_rfc3339());
+    let third = add_token(&fx.state(), &[]);
+    let client = node_client(&fx, server.addr);
+    announce(&client, "web-32", &certs::mint_node_ca("web-32").unwrap(), &third).await;
+    assert!(wait_for(std::time::Duration::from_secs(20), || runs(&out).len() >= 3), "the third ran");
+    server.stop().await;
+    let ids: Vec<String> = runs(&out).iter().map(|r| r["id"].as_str().unwrap().to_string()).collect();
+    assert_eq!(ids.iter().filter(|id| **id == first).count(), 1, "the repeated admission ran once: {ids:?}");
+    assert_eq!(ids.len(), 3, "{ids:?}");
+}
+
+/// The program gets a cleared environment (none of the server's secrets),
+/// its output reaches the log, and one that cannot run refuses startup.
+#[test]
+fn the_on_admitted_program_gets_no_secrets_and_its_output_is_logged() {
+    use std::os::unix::fs::PermissionsExt;
+    let fx = laid_out();
+    let program = fx.dir.path().join("env.sh");
+    let seen = fx.dir.path().join("seen-env");
+    std::fs::write(
+        &program,
+        format!("#!/bin/sh\nenv > '{}'\necho 'it went wrong here' >&2\nexit 3\n", seen.display()),
+    )
+    .unwrap();
+    std::fs::set_permissions(&program, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let mut command = std::process::Command::new(BIN);
+    command
+        .args(fx.serve_args())
+        .arg("--on-admitted")
+        .arg(&program)
+        .env("AWS_SECRET_ACCESS_KEY", "do-not-pass-this-on")
+        .env("LANG", "C.UTF-8");
+    let server = Process::start_command(command);
+    let token = add_token(&fx.state(), &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let client = node_client(&fx, server.addr);
+    rt.block_on(announce(&client, "web-33", &certs::mint_node_ca("web-33").unwrap(), &token));
+    assert!(
+        wait_for(std::time::Duration::from_secs(20), || server.log().contains("it went wrong here")),
+        "its stderr in the log: {}",
+        server.log()
+    );
+    let env = std::fs::read_to_string(&seen).unwrap();
+    assert!(!env.contains("AWS_SECRET_ACCESS_KEY"), "{env}");
+    assert!(env.contains("LANG=C.UTF-8") && env.contains("PATH="), "the kept ones: {env}");
+    assert!(server.log().contains("code=3"), "{}", server.log());
+    drop(server);
+    let (ok, _, err) = cli(&[
+        fx.serve_args(),
+        vec!["--on-admitted".into(), fx.dir.path().join("missing.sh").display().to_string()],
+    ]
+    .concat());
+    assert!(!ok);
+    assert!(err.contains("--on-admitted") && err.contains("missing.sh"), "refused at startup: {err}");
+}
