@@ -137,6 +137,9 @@ pub enum Command {
         after_help = "Examples:\n  janus-registration manpage > /usr/local/share/man/man1/janus-registration.1\n  janus-registration manpage --out /usr/local/share/man/man1   (janus-registration-nodes-approve.1, ...)"
     )]
     Manpage(ManpageArgs),
+    /// Print the admin API's OpenAPI 3.1 document (as GET /v1/openapi.json serves it).
+    #[command(after_help = "Example:\n  janus-registration openapi > janus-registration-admin-api.json")]
+    Openapi,
     /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
     #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
     Healthcheck(HealthcheckArgs),

@@ -109,6 +109,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             print(String::from_utf8_lossy(&script).trim_end());
             Ok(ExitCode::SUCCESS)
         }
+        Command::Openapi => {
+            print(&serde_json::to_string_pretty(&janus_registration::admin_api::openapi::document())?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Manpage(args) => {
             let command = <Cli as clap::CommandFactory>::command();
             match &args.out {
