@@ -169,6 +169,10 @@ struct World {
     /// The links planted in the state directory, to a canary outside it or
     /// to nothing, that no writer may follow ([`owners`]).
     links: Mutex<Vec<std::path::PathBuf>>,
+    /// The admin surfaces' credentials ([`surfaces`]).
+    surfaces: Option<surfaces::Surfaces>,
+    /// The logs of the server processes killed and replaced.
+    past_logs: Mutex<String>,
 }
 
 impl World {
@@ -241,6 +245,17 @@ impl World {
         failed()
     }
 
+    /// Everything the servers' processes logged, the killed ones' too.
+    fn all_logs(&self) -> String {
+        let mut whole = self.past_logs.lock().unwrap().clone();
+        for server in &self.servers {
+            if let Some(process) = server.lock().unwrap().process.as_ref() {
+                whole.push_str(&process.log());
+            }
+        }
+        whole
+    }
+
     fn still_running(&self, i: usize, epoch: u64) -> bool {
         let server = self.servers[i].lock().unwrap();
         server.epoch == epoch && server.process.is_some()
@@ -253,6 +268,7 @@ fn serve_args(fx: &Fixture) -> Vec<String> {
         ["--maintenance-every", "150ms", "--pending-max-age", "1h", "--shutdown-grace", "2s"]
             .map(String::from),
     );
+    args.extend(surfaces::serve_args(fx));
     args
 }
 
@@ -263,7 +279,7 @@ fn admin_cmd(world: &World, args: &[&str]) -> (bool, String) {
 }
 
 async fn step(world: &Arc<World>, rng: &mut StdRng) {
-    let roll = rng.random_range(0..105u32);
+    let roll = rng.random_range(0..115u32);
     match roll {
         0..=5 => add_token(world, rng).await,
         6..=35 => announce_with_token(world, rng).await,
@@ -290,6 +306,11 @@ async fn step(world: &Arc<World>, rng: &mut StdRng) {
         }
         98..=100 => owners::plant_link(world, rng),
         101..=102 => owners::deny_writes(world, rng).await,
+        103..=104 => surfaces::add_token(world, rng).await,
+        105..=106 => surfaces::revoke(world, rng).await,
+        107..=108 => surfaces::approve(world, rng).await,
+        109 => surfaces::reject(world, rng).await,
+        110..=111 => surfaces::proxied_announcement(world, rng).await,
         _ => tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await,
     }
 }
@@ -689,6 +710,9 @@ async fn kill_a_server(world: &Arc<World>, rng: &mut StdRng) {
         server.epoch += 1;
         server.process.take()
     };
+    if let Some(old) = &old {
+        world.past_logs.lock().unwrap().push_str(&old.log());
+    }
     drop(old); // Process's drop: SIGKILL, then wait
     let world2 = world.clone();
     let fresh =
@@ -734,6 +758,7 @@ fn terminate(world: &World) -> Vec<String> {
 fn check(world: &World) -> Vec<String> {
     let mut broken = terminate(world);
     broken.extend(owners::links_followed(world));
+    broken.extend(surfaces::check_hook(world));
     let state = world.state();
     for name in names_renamed_over_with_a_second_link(&state) {
         broken.push(format!("{name} has a second link: a rename over it may go unseen on NFS"));
@@ -895,6 +920,7 @@ fn new_world() -> Arc<World> {
         SAID.call_once(|| skipped("mount -t tmpfs is refused here: no schedule fills the disk"));
     }
     fx.write_tokens("");
+    let surfaces = Some(surfaces::prepare(&fx));
     let owner = owners::hand_over(&fx);
     let servers = (0..SERVERS)
         .map(|_| {
@@ -919,6 +945,8 @@ fn new_world() -> Arc<World> {
         disk_hands: tokio::sync::Mutex::default(),
         owner,
         links: Mutex::default(),
+        surfaces,
+        past_logs: Mutex::default(),
     })
 }
 
@@ -930,8 +958,20 @@ async fn finish(world: &Arc<World>) -> Vec<String> {
         let world = world.clone();
         tokio::task::spawn_blocking(move || fill_or_free(&world, 0)).await.unwrap();
     }
-    if let Some((bytes, _)) = world.meta_away.lock().unwrap().take() {
-        fs::write(world.state().join(META_FILE), bytes).unwrap();
+    if let Some((bytes, _)) = world.meta_away.lock().unwrap().take()
+        && let Err(e) = fs::write(world.state().join(META_FILE), bytes)
+    {
+        // What holds the disk, to say why.
+        let du = std::process::Command::new("du").arg("-a").arg(world.state()).output().unwrap();
+        let mut lines: Vec<String> = String::from_utf8_lossy(&du.stdout).lines().map(String::from).collect();
+        lines.sort_by_key(|l| {
+            std::cmp::Reverse(l.split_whitespace().next().and_then(|n| n.parse::<u64>().ok()))
+        });
+        panic!(
+            "tokens.meta.json could not be put back ({e}); the disk's epoch {}; du:\n{}",
+            world.disk_epoch.load(Ordering::SeqCst),
+            lines[..lines.len().min(12)].join("\n")
+        );
     }
     owners::remove_links(world);
     tokio::time::sleep(Duration::from_millis(1600)).await; // the last SIGCONT
@@ -998,14 +1038,20 @@ async fn a_randomized_adversary_breaks_no_promise() {
     eprintln!(
         "adversary: {schedules} schedule(s) of {STEPS} steps, seeds {base}..={}, {events} events checked, \
          {} links planted, {} denials of writes said by /healthz, the largest state {} KiB of its 16 MiB \
-         disk, {} 500s for want of room outside a known fill, no promise broken",
+         disk, {} 500s for want of room outside a known fill, {} admin API calls ({} refused for a scope), \
+         {} proxied announcements, {} --on-admitted runs, no promise broken",
         base + schedules - 1,
         owners::LINKS_PLANTED.load(Ordering::Relaxed),
         owners::DENIALS_SAID.load(Ordering::Relaxed),
         LARGEST_STATE.load(Ordering::Relaxed) / 1024,
         UNFORESEEN_ENOSPC.load(Ordering::Relaxed),
+        surfaces::API_CALLS.load(Ordering::Relaxed),
+        surfaces::API_FORBIDDEN.load(Ordering::Relaxed),
+        surfaces::PROXIED.load(Ordering::Relaxed),
+        surfaces::HOOK_RUNS.load(Ordering::Relaxed),
     );
 }
 
 mod owners;
 mod scenarios;
+mod surfaces;
