@@ -484,6 +484,36 @@ mod tests {
         assert!(slots.open.lock().unwrap().len() <= 1);
     }
 
+    /// Work on a hung mount: the request is answered 503 at its deadline,
+    /// and its permit is held until the work returns. (Real time, a short
+    /// deadline: blocking work keeps a paused clock from advancing.)
+    #[tokio::test]
+    async fn work_past_its_deadline_is_answered_503_and_keeps_its_permit() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = AsyncStore::new(Store::open(dir.path()).unwrap());
+        let (_closing, closed) = tokio::sync::watch::channel(false);
+        let mut api = Api::new(store, dir.path().to_path_buf(), closed);
+        api.deadline = Duration::from_millis(100);
+        let caller = Caller { name: "orchestrator".into(), scopes: vec![Scope::Read] };
+        let (release, hung) = std::sync::mpsc::channel::<()>();
+        let answer = on_store(&api, &caller, move |_| {
+            let _ = hung.recv(); // a read that does not return
+            Ok(())
+        })
+        .await;
+        match answer {
+            Err(AdminApiError::Unavailable(why)) => assert!(why.contains("did not answer within"), "{why}"),
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(api.work.available_permits(), MAX_WORK - 1, "the hung work keeps its permit");
+        release.send(()).unwrap();
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while api.work.available_permits() < MAX_WORK {
+            assert!(tokio::time::Instant::now() < deadline, "the permit came back when the work returned");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     #[test]
     fn every_route_needs_a_credential_and_all_but_two_a_scope() {
         let table = table();

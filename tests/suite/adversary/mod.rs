@@ -156,7 +156,7 @@ struct World {
     tokens_backup: Mutex<Option<Vec<u8>>>,
     /// Serializes the hand edits of `tokens.meta.json` with `tokens add`
     /// (an admin does one thing at a time with one file).
-    meta_hands: Mutex<()>,
+    meta_hands: tokio::sync::Mutex<()>,
     /// Bumped each time the disk is filled or freed: a request that spans
     /// one may fail with a 500 (ENOSPC), as promised.
     disk_epoch: AtomicU64,
@@ -324,7 +324,7 @@ async fn add_token(world: &Arc<World>, rng: &mut StdRng) {
 async fn add_token_with(world: &Arc<World>, uses: u32, expiring: bool) -> Option<String> {
     let world2 = world.clone();
     let out = tokio::task::spawn_blocking(move || {
-        let _hands = world2.meta_hands.lock().unwrap();
+        let _hands = world2.meta_hands.blocking_lock();
         // An admin adds no token while the file is in their editor.
         if world2.meta_away.lock().unwrap().is_some() {
             return ((false, String::new()), 0);
@@ -600,7 +600,7 @@ async fn revoke_token(world: &Arc<World>, token: String) {
 /// Moves `tokens.meta.json` aside or breaks it (an editor, a stray
 /// comma), or puts back exactly what was there.
 fn meta_by_hand(world: &Arc<World>, aside: bool) {
-    let _hands = world.meta_hands.lock().unwrap();
+    let _hands = world.meta_hands.blocking_lock();
     let path = world.state().join(META_FILE);
     let mut away = world.meta_away.lock().unwrap();
     let at = janus_registration::clock::now_rfc3339();
@@ -940,7 +940,7 @@ fn new_world() -> Arc<World> {
         nodes: Mutex::default(),
         meta_away: Mutex::default(),
         tokens_backup: Mutex::default(),
-        meta_hands: Mutex::default(),
+        meta_hands: tokio::sync::Mutex::default(),
         disk_epoch: AtomicU64::new(0),
         disk_hands: tokio::sync::Mutex::default(),
         owner,

@@ -86,8 +86,9 @@ pub(super) fn plant_link(world: &Arc<World>, rng: &mut StdRng) {
             (state.join("rejected-cas").join(&hashes[rng.random_range(0..hashes.len())]), None)
         }
         _ => {
-            // Not while the admin has the file in an editor.
-            let hands = world.meta_hands.lock().unwrap();
+            // Not while the admin has the file in an editor (nor while an
+            // edit is under way: then this one is skipped, never waited for).
+            let Ok(hands) = world.meta_hands.try_lock() else { return };
             if world.meta_away.lock().unwrap().is_some() {
                 return;
             }
