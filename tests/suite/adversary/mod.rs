@@ -600,7 +600,13 @@ async fn revoke_token(world: &Arc<World>, token: String) {
 /// Moves `tokens.meta.json` aside or breaks it (an editor, a stray
 /// comma), or puts back exactly what was there.
 fn meta_by_hand(world: &Arc<World>, aside: bool) {
-    let _hands = world.meta_hands.blocking_lock();
+    // Waited for by trying: the named scenarios call this on a worker.
+    let _hands = loop {
+        if let Ok(hands) = world.meta_hands.try_lock() {
+            break hands;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
     let path = world.state().join(META_FILE);
     let mut away = world.meta_away.lock().unwrap();
     let at = janus_registration::clock::now_rfc3339();
