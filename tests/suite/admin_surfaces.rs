@@ -480,3 +480,45 @@ async fn tokens_are_given_in_files_or_on_standard_input_not_on_argv() {
     assert!(!listed.contains(&added["sha256_prefix"].as_str().unwrap().to_string()), "{listed}");
     server.stop().await;
 }
+
+/// An open event stream does not hold a shutdown for its grace: with a
+/// grace of ten minutes, the server stops as soon as it is told to.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn open_event_streams_end_when_the_server_stops() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let ca_file = fx.dir.path().join("admin-ca.crt");
+    std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
+    let mut config = fx.config();
+    config.shutdown_grace = Duration::from_secs(600);
+    config.admin_api = Some(janus_registration::admin_api::AdminApiConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ca: ca_file,
+    });
+    let server = InProcess::start(config).await;
+    assert!(wait_for(Duration::from_secs(10), || server.app.admin_addr.get().is_some()));
+    let admin = *server.app.admin_addr.get().unwrap();
+    let api = client(&fx, admin, &credential(&admin_ca, "dashboard", &[Scope::Read]));
+    let streams: Vec<_> = (0..2)
+        .map(|_| {
+            let api = api.clone();
+            tokio::spawn(async move { api.events("/v1/events", |_| true).await })
+        })
+        .collect();
+    // Both open before the stop (a third for the credential is refused: the two hold their slots).
+    let third = async {
+        loop {
+            let probe = tokio::time::timeout(Duration::from_millis(300), api.events("/v1/events", |_| true));
+            match probe.await {
+                Ok(Err(why)) if why.contains("503") => return,
+                // Opened (the two were not both open yet): dropped, tried again.
+                _ => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), third).await.expect("two streams open");
+    tokio::time::timeout(Duration::from_secs(60), server.stop()).await.expect("stopped without its grace");
+    for stream in streams {
+        let _ = tokio::time::timeout(Duration::from_secs(10), stream).await.expect("the stream ended");
+    }
+}
