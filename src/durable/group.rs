@@ -94,14 +94,15 @@ impl<T> Group<T> {
             let parts = std::mem::take(&mut state.waiting);
             drop(state);
             let (items, outcomes): (Vec<T>, Vec<_>) = parts.into_iter().map(|p| (p.item, p.outcome)).unzip();
+            // Ends the commit however `run` ends, a panic included: its
+            // writers get an error, and the next writer may commit.
+            let running = Running { group: self, outcomes };
             let result = run(items);
             let said: Outcome = result.as_ref().map(|_| ()).map_err(Shared::of);
-            for each in &outcomes {
+            for each in &running.outcomes {
                 let _ = each.set(said.clone());
             }
-            state = self.lock();
-            state.running = false;
-            self.committed.notify_all();
+            drop(running);
             // This writer's own error is returned as it was made.
             return result;
         }
@@ -109,6 +110,31 @@ impl<T> Group<T> {
 
     fn lock(&self) -> MutexGuard<'_, State<T>> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// A commit under way: when it ends, by returning or by a panic, every
+/// writer it carried has an outcome (an error, if `run` gave none) and the
+/// group is free for the next commit, its waiters woken.
+struct Running<'a, T> {
+    group: &'a Group<T>,
+    outcomes: Vec<Arc<OnceLock<Outcome>>>,
+}
+
+impl<T> Drop for Running<'_, T> {
+    fn drop(&mut self) {
+        let panicked = Shared {
+            os_error: None,
+            path: None,
+            kind: io::ErrorKind::Other,
+            message: "the commit carrying this write panicked; nothing is known to be durable".into(),
+        };
+        for each in &self.outcomes {
+            let _ = each.set(Err(panicked.clone()));
+        }
+        let mut state = self.group.lock();
+        state.running = false;
+        self.group.committed.notify_all();
     }
 }
 
@@ -126,6 +152,39 @@ pub fn of<T>(groups: &Mutex<HashMap<PathBuf, Arc<Group<T>>>>, path: &Path) -> Ar
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// A commit that panics frees the group and fails the writers it
+    /// carried: later writers of the path are not left waiting for ever.
+    #[test]
+    fn a_commit_that_panics_fails_its_writers_and_frees_the_group() {
+        let group = Arc::new(Group::<u32>::default());
+        let (release, held) = std::sync::mpsc::channel::<()>();
+        let held = Mutex::new(held);
+        std::thread::scope(|s| {
+            let panicking = s.spawn(|| {
+                group.commit(0, |_| {
+                    held.lock().unwrap().recv().unwrap();
+                    panic!("a bug in a commit");
+                })
+            });
+            while !group.lock().running {
+                std::thread::yield_now();
+            }
+            let carried = s.spawn(|| group.commit(1, |_| Ok(())));
+            while group.lock().waiting.len() < 1 {
+                std::thread::yield_now();
+            }
+            release.send(()).unwrap();
+            assert!(panicking.join().is_err(), "the committing writer's thread panicked");
+            // The waiting writer commits its own part next (it was not carried).
+            assert!(carried.join().unwrap().is_ok());
+        });
+        // And a writer after it is not left waiting.
+        assert!(
+            group.commit(2, |items| if items == [2] { Ok(()) } else { Err(io::Error::other("x")) }).is_ok()
+        );
+        assert!(!group.lock().running);
+    }
 
     #[test]
     fn writers_waiting_on_a_commit_share_the_next() {
