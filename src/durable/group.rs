@@ -171,7 +171,7 @@ mod tests {
                 std::thread::yield_now();
             }
             let carried = s.spawn(|| group.commit(1, |_| Ok(())));
-            while group.lock().waiting.len() < 1 {
+            while group.lock().waiting.is_empty() {
                 std::thread::yield_now();
             }
             release.send(()).unwrap();
