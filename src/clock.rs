@@ -17,6 +17,13 @@ pub fn now_unix() -> i64 {
         .unwrap_or(0)
 }
 
+/// How long ago `then` (a file's time) was on the wall clock; `None`
+/// when it is in the future (a clock set back, another host's skew).
+pub fn age_of(then: std::time::SystemTime) -> Option<Duration> {
+    #[expect(clippy::disallowed_methods, reason = "the wall clock's one reader")]
+    then.elapsed().ok()
+}
+
 /// Now, UTC.
 pub fn now_utc() -> OffsetDateTime {
     #[expect(clippy::disallowed_methods, reason = "the wall clock's one reader")]

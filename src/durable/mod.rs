@@ -49,6 +49,10 @@ fn adopt(file: &File) -> io::Result<()> {
 /// this crate owns outside the durable writes: a lock file.
 pub fn open_or_create(path: &Path, mode: u32) -> io::Result<File> {
     let existed = fs::symlink_metadata(path).is_ok();
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one opener of lock files: never through a link, adopted by the state's owner"
+    )]
     let file = OpenOptions::new()
         .create(true)
         .truncate(false)
@@ -84,6 +88,10 @@ fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
         sync_dir(dir)
     })();
     if result.is_err() {
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a failed write's temp file: its name was never published"
+        )]
         let _ = fs::remove_file(&temp);
     }
     result.map_err(|e| with_path(e, path))
@@ -98,6 +106,10 @@ fn replace(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let temp = temp_path(parent_of(path), path);
     let linked = write_temp(&temp, bytes, mode).and_then(|()| link_new(&temp, path));
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the temp name is dropped once linked or refused: the published name is the link"
+    )]
     let _ = fs::remove_file(&temp);
     match linked {
         Ok(true) => Ok(()),
@@ -110,6 +122,10 @@ pub fn write_new(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
 /// Writes a new temp file whole and `fsync`s its data, never through a
 /// link: the first half of every durable write here.
 fn write_temp(temp: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the temp file of every durable write: O_EXCL, never through a link"
+    )]
     let mut file = OpenOptions::new()
         .write(true)
         .create_new(true)
@@ -135,6 +151,10 @@ pub fn create_exclusive(path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool
     let dir = parent_of(path);
     let temp = temp_path(dir, path);
     let linked = write_temp(&temp, bytes, mode).and_then(|()| link_new(&temp, path));
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the temp name is dropped once linked or refused: the published name is the link"
+    )]
     let _ = fs::remove_file(&temp);
     match linked {
         Ok(true) => {}
@@ -143,6 +163,10 @@ pub fn create_exclusive(path: &Path, bytes: &[u8], mode: u32) -> io::Result<bool
     }
     if let Err(e) = sync_dir(dir) {
         // Not known to be durable: give the name back rather than half-own it.
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a name not known durable is given back; its directory could not be synced anyway"
+        )]
         let _ = fs::remove_file(path);
         return Err(with_path(e, path));
     }
@@ -182,6 +206,10 @@ pub fn append_durably(path: &Path, bytes: &[u8], mode: u32, follow_links: bool) 
         ));
     }
     let flags = if follow_links { 0 } else { libc_nofollow() };
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the one appender: O_APPEND, never through a link unless asked, fsync'd by the caller"
+    )]
     let mut file = OpenOptions::new()
         .read(true)
         .append(true)
@@ -267,9 +295,11 @@ pub fn remove_stale_temps(dir: &Path, older_than: std::time::Duration) -> usize 
                 .ok()
                 .filter(|m| m.is_file())
                 .and_then(|m| m.modified().ok())
-                .and_then(|t| t.elapsed().ok())
+                .and_then(crate::clock::age_of)
                 .is_some_and(|age| age > older_than);
-        if stale && fs::remove_file(entry.path()).is_ok() {
+        #[expect(clippy::disallowed_methods, reason = "a crash's temp file: its name was never published")]
+        let gone = stale && fs::remove_file(entry.path()).is_ok();
+        if gone {
             removed += 1;
         }
     }
@@ -480,6 +510,7 @@ pub fn revalidate_parent(path: &Path) -> io::Result<()> {
 }
 
 /// Removes `path` durably; a file already gone is not an error.
+#[expect(clippy::disallowed_methods, reason = "the one durable removal: the directory is synced after")]
 pub fn remove_durably(path: &Path) -> io::Result<()> {
     match fs::remove_file(path) {
         Ok(()) => sync_dir(parent_of(path)).map_err(|e| with_path(e, path)),

@@ -420,6 +420,10 @@ impl Store {
     /// event, which readers drop.
     pub(super) fn mark_delivered(&self, id: &NodeId) -> StoreResult<bool> {
         let path = self.marker("delivered", id);
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the delivered marker: O_EXCL decides the first delivery; not fsync'd on purpose (see above)"
+        )]
         let create = || {
             fs::OpenOptions::new()
                 .write(true)

@@ -150,7 +150,8 @@ impl Store {
             .collect();
         // A time within the last seconds may hide a second change made in
         // the same clock tick: only a settled directory time is trusted.
-        let settled = stamps.iter().flatten().all(|t| t.elapsed().is_ok_and(|age| age.as_secs() >= 2));
+        let settled =
+            stamps.iter().flatten().all(|t| crate::clock::age_of(*t).is_some_and(|age| age.as_secs() >= 2));
         let mut cache = self.unsettled.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((at, known, listing)) = cache.as_ref()
             && settled
@@ -223,9 +224,11 @@ pub(super) fn remove_stale(temps: &[PathBuf]) {
             .ok()
             .filter(|m| m.is_file())
             .and_then(|m| m.modified().ok())
-            .and_then(|t| t.elapsed().ok())
+            .and_then(crate::clock::age_of)
             .is_some_and(|age| age > STALE_TEMP_AGE);
-        if old && fs::remove_file(temp).is_ok() {
+        #[expect(clippy::disallowed_methods, reason = "a crash's temp file: its name was never published")]
+        let gone = old && fs::remove_file(temp).is_ok();
+        if gone {
             tracing::info!(file = %temp.display(), "removed a temp file a crash left behind");
         }
     }
