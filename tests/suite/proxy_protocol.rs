@@ -16,25 +16,8 @@ use crate::common::*;
 async fn announce_after(fx: &Fixture, addr: SocketAddr, header: &[u8], name: &str) -> Option<(u16, String)> {
     let mut tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     tcp.write_all(header).await.unwrap();
-    let mut roots = rustls::RootCertStore::empty();
-    let root = janus_registration::pki::first_certificate(fx.fleet.root.cert_pem.as_bytes(), "root").unwrap();
-    roots.add(root.to_vec().into()).unwrap();
-    let config = std::sync::Arc::new(janus_registration::tls::client_config(roots).unwrap());
-    let server_name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
-    let mut tls = tokio_rustls::TlsConnector::from(config).connect(server_name, tcp).await.ok()?;
     let body = announcement(name, &certs::mint_node_ca(name).unwrap(), "", &new_secret());
-    let head = format!(
-        "POST /register HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
-        body.len()
-    );
-    tls.write_all(head.as_bytes()).await.ok()?;
-    tls.write_all(&body).await.ok()?;
-    let mut answer = Vec::new();
-    let _ = tls.read_to_end(&mut answer).await;
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let id = text.split("\"id\":\"").nth(1).map(|rest| rest.chars().take(32).collect()).unwrap_or_default();
-    Some((status, id))
+    announce_over(fx, tcp, addr, &body).await
 }
 
 fn peer_address(fx: &Fixture, id: &str) -> String {

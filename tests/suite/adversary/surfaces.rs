@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use janus_registration::admin_api::Scope;
 use janus_registration::admin_api::client::AdminClient;
 use secrecy::ExposeSecret;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::AsyncWriteExt;
 
 use super::*;
 
@@ -344,25 +344,7 @@ async fn announce_through_balancer(
     let mut tcp = socket.connect(addr).await.ok()?;
     let (ip, port) = source.rsplit_once(':').unwrap();
     tcp.write_all(format!("PROXY TCP4 {ip} 127.0.0.1 {port} {}\r\n", addr.port()).as_bytes()).await.ok()?;
-    let mut roots = rustls::RootCertStore::empty();
-    let root =
-        janus_registration::pki::first_certificate(world.fx.fleet.root.cert_pem.as_bytes(), "root").ok()?;
-    roots.add(root.to_vec().into()).ok()?;
-    let config = Arc::new(janus_registration::tls::client_config(roots).ok()?);
-    let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").ok()?;
-    let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.ok()?;
-    let head = format!(
-        "POST /register HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
-        body.len()
-    );
-    tls.write_all(head.as_bytes()).await.ok()?;
-    tls.write_all(body).await.ok()?;
-    let mut answer = Vec::new();
-    let _ = tls.read_to_end(&mut answer).await;
-    let text = String::from_utf8_lossy(&answer).into_owned();
-    let status = text.split(' ').nth(1)?.parse().ok()?;
-    let id = text.split("\"id\":\"").nth(1).map(|rest| rest.chars().take(32).collect()).unwrap_or_default();
-    Some((status, id))
+    announce_over(&world.fx, tcp, addr, body).await
 }
 
 /// The hook's promise, at the schedule's end: each admission (an

@@ -582,3 +582,33 @@ pub fn skipped(reason: &str) {
 pub fn is_use_marker(name: &str) -> bool {
     !name.starts_with('.') && !name.contains(".ca-")
 }
+
+/// Announces `body` over `tcp`, a connection the caller opened (and wrote a
+/// PROXY header on, as a balancer does): the status and the id the answer
+/// gives, `None` when the connection was refused or cut.
+pub async fn announce_over(
+    fx: &Fixture,
+    tcp: tokio::net::TcpStream,
+    addr: SocketAddr,
+    body: &[u8],
+) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut roots = rustls::RootCertStore::empty();
+    let root = janus_registration::pki::first_certificate(fx.fleet.root.cert_pem.as_bytes(), "root").ok()?;
+    roots.add(root.to_vec().into()).ok()?;
+    let config = Arc::new(janus_registration::tls::client_config(roots).ok()?);
+    let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").ok()?;
+    let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.ok()?;
+    let head = format!(
+        "POST /register HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.ok()?;
+    tls.write_all(body).await.ok()?;
+    let mut answer = Vec::new();
+    let _ = tls.read_to_end(&mut answer).await;
+    let text = String::from_utf8_lossy(&answer).into_owned();
+    let status = text.split(' ').nth(1)?.parse().ok()?;
+    let id = text.split("\"id\":\"").nth(1).map(|rest| rest.chars().take(32).collect()).unwrap_or_default();
+    Some((status, id))
+}
