@@ -13,6 +13,7 @@ FROM rust:1.95-bookworm AS build
 WORKDIR /src
 COPY Cargo.toml Cargo.lock ./
 COPY src ./src
+COPY crates ./crates
 COPY state-example ./state-example
 # The dist profile: fat LTO, one codegen unit (Cargo.toml; docs/performance.md).
 RUN cargo build --profile dist --locked

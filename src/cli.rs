@@ -9,6 +9,7 @@
 #![allow(missing_docs)]
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -34,6 +35,7 @@ fn parse_listen(s: &str) -> Result<String, String> {
     }
 }
 
+use crate::server::door::Door;
 use crate::server::limits::LimitsConfig;
 use crate::server::on_admitted::OnAdmittedConfig;
 use crate::server::policy::{DEFAULT_QUEUE, PolicyConfig};
@@ -454,10 +456,15 @@ impl ServeArgs {
             reconcile_every: self.reconcile_every,
             metrics_listen: self.metrics_listen,
             proxy_protocol: self.proxy_protocol.clone(),
-            admin_api: self
+            doors: self
                 .admin_listen
                 .zip(self.admin_ca.clone())
-                .map(|(listen, ca)| crate::admin_api::AdminApiConfig { listen, ca }),
+                .map(|(listen, ca)| {
+                    crate::admin_api::AdminDoor::new(crate::admin_api::AdminApiConfig { listen, ca })
+                        as Arc<dyn Door>
+                })
+                .into_iter()
+                .collect(),
             keep_alive: self.keep_alive,
             readmit_window: self.readmit_window,
             ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())

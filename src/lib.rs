@@ -3,70 +3,36 @@
 //! on the same state layout, and the tools around it.
 //!
 //! # Layers
-//! Each layer uses only the ones above it.
+//! The workspace's crates are the layers: each depends only on those
+//! below it, so an upward import does not compile.
 //!
-//! **Foundation** — no knowledge of nodes or requests:
-//! - [`clock`]: Unix time, RFC 3339, Go-style durations.
-//! - [`durable`]: the one helper for every file written: atomic, durable, never through a link.
-//! - [`terminal`]: escaping what others wrote before it reaches a terminal.
-//! - [`shutdown`]: SIGINT/SIGTERM as one future.
+//! | crate | owns |
+//! |---|---|
+//! | `janus-core` | [`clock`], [`durable`], [`terminal`], [`shutdown`], [`protocol`], [`pki`], [`tls`]: no knowledge of nodes or requests |
+//! | `janus-store` ([`store`]) | the state directory: `tokens`, `nodes/`, `approved/` and our additions; its only writer |
+//! | `janus-endpoint` ([`server`]) | `serve`: the nodes' HTTPS endpoint, its listeners, limits and programs |
+//! | `janus-admin` ([`admin`], [`admin_api`]) | `nodes` and `tokens`, and the admin API served beside the endpoint |
+//! | `janus-agent` ([`agent`]) | the node side: janusd's HTTPS client, registration loop and the load generator |
+//! | `janus-registration` (this crate) | the command line ([`cli`]) and the commands that compose the layers: [`certs`], [`demo`], [`healthcheck`] |
 //!
-//! **Protocol and trust** — what the wire and the certificates say:
-//! - [`protocol`]: the wire types, shared by the server and the agent.
-//! - [`pki`]: every certificate, key and bundle check (the only DER reader),
-//!   and minting with rcgen (its public path: [`certs`]).
-//! - [`tls`]: the one crypto provider, the server's and the clients' TLS configurations.
-//!
-//! **State** — the only writer of the state directory:
-//! - [`store`]: `tokens`, `nodes/`, `approved/` and our additions; its async
-//!   face [`store::AsyncStore`] is all the server sees.
-//!
-//! **Services** — long-running roles:
-//! - [`server`]: `serve`, the HTTPS endpoint.
-//! - [`agent`]: the node side: janusd's HTTPS client and registration loop, and the load generator.
-//!
-//! **Commands** — one-shot jobs behind the command line:
-//! - [`cli`]: the command line (clap), turned into each command's config.
-//! - [`admin`]: `nodes` and `tokens`, day-2 operation on the state directory.
-//! - [`certs`]: `certs`, writing fleets and certificates.
-//! - [`demo`]: `demo`, the embedded default on a development fleet.
-//! - [`healthcheck`]: `healthcheck`, the container's probe of `/healthz`.
-
-//! # Errors
-//! Every error's message says its whole cause, once: an error whose message
-//! includes its cause does not also return it as `source()` (a printer that
-//! walks the chain would say it twice), and a wrapper that adds nothing is
-//! `#[error(transparent)]`. The store's refusals are [`store::StoreError`]'s
-//! own variants, made where they are met: never an I/O error told apart by
-//! a downcast later.
+//! This crate re-exports each layer under its module name, so a path such
+//! as `janus_registration::store::Store` names the same item in every crate.
 
 #![warn(missing_docs)]
 
-// Foundation.
-pub mod clock;
-pub mod durable;
-pub mod shutdown;
-pub mod terminal;
+pub use janus_admin as admin;
+pub use janus_admin::api as admin_api;
+pub use janus_agent as agent;
+pub use janus_core::{clock, durable, pki, protocol, shutdown, terminal, tls};
+pub use janus_endpoint as server;
+pub use janus_store as store;
 
-// Protocol and trust.
-pub mod pki;
-pub mod protocol;
-pub mod tls;
-
-// State.
-pub mod store;
-
-// Services.
-pub mod agent;
-pub mod server;
-
-// Commands.
-pub mod admin;
-pub mod admin_api;
+// The commands that compose the layers.
 pub mod certs;
 pub mod cli;
 pub mod demo;
 pub mod healthcheck;
+pub mod logging;
 
 #[cfg(test)]
 mod tests {
@@ -94,10 +60,10 @@ mod tests {
     #[test]
     fn every_fold_of_a_state_read_says_why() {
         let patterns = ["unwrap_or(false)", "unwrap_or(true)", ".ok().flatten()", ".ok()?"];
-        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+        let crates = Path::new(env!("CARGO_MANIFEST_DIR")).join("crates");
         let mut unexplained = Vec::new();
-        for dir in ["store", "admin", "admin_api", "server", "durable"] {
-            let mut stack = vec![root.join(dir)];
+        for dir in ["store/src", "admin/src", "endpoint/src", "core/src/durable"] {
+            let mut stack = vec![crates.join(dir)];
             while let Some(path) = stack.pop() {
                 if path.is_dir() {
                     stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));

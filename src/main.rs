@@ -4,12 +4,12 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use janus_registration::cli::{AgentSubcommand, Cli, Command, LogFormat};
+use janus_registration::cli::{AgentSubcommand, Cli, Command};
 use janus_registration::{admin, agent, certs, demo, healthcheck, server, shutdown};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    init_tracing(cli.log_format, &cli.log_level);
+    janus_registration::logging::init(cli.log_format, &cli.log_level);
     janus_registration::durable::lock::set_wait(cli.lock_wait);
     match run(cli) {
         Ok(code) => code,
@@ -214,22 +214,4 @@ fn runtime() -> Result<tokio::runtime::Runtime, Failure> {
         .enable_all()
         .build()
         .map_err(|e| format!("cannot start the runtime: {e}").into())
-}
-
-/// Logs go to stderr. Text lines pass through the terminal escaper (so no
-/// colour: the escaper cannot tell our colours from a node's), JSON lines
-/// escape their strings themselves. A log line that cannot be written is
-/// dropped: by default tracing-subscriber would `eprintln!` the error,
-/// which panics once stderr is gone (a log collector that died), and a
-/// panicking log call would take the request, or the shutdown, with it.
-fn init_tracing(format: LogFormat, level: &str) {
-    use janus_registration::terminal::{EscapingWriter, JsonEscapingWriter};
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(format!("janus_registration={level}")));
-    let builder =
-        tracing_subscriber::fmt().with_env_filter(filter).log_internal_errors(false).with_ansi(false);
-    match format {
-        LogFormat::Text => builder.with_writer(|| EscapingWriter(std::io::stderr())).init(),
-        LogFormat::Json => builder.with_writer(|| JsonEscapingWriter(std::io::stderr())).json().init(),
-    }
 }

@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use janus_registration::admin_api::client::AdminClient;
-use janus_registration::admin_api::{AdminApiConfig, Scope};
+use janus_registration::admin_api::{AdminApiConfig, AdminDoor, Scope};
 use janus_registration::certs::{self, Minted};
 use secrecy::ExposeSecret;
 use serde_json::json;
@@ -19,13 +19,11 @@ pub async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, Sock
     let ca_file = fx.dir.path().join("admin-ca.crt");
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
     let mut config = fx.config();
-    config.admin_api = Some(AdminApiConfig { listen: "127.0.0.1:0".parse().unwrap(), ca: ca_file });
+    let door = AdminDoor::new(AdminApiConfig { listen: "127.0.0.1:0".parse().unwrap(), ca: ca_file });
+    config.doors.push(door.clone());
     let server = InProcess::start(config).await;
-    assert!(
-        wait_for(Duration::from_secs(10), || server.app.admin_addr.get().is_some()),
-        "the admin API listens"
-    );
-    let admin = *server.app.admin_addr.get().unwrap();
+    assert!(wait_for(Duration::from_secs(10), || door.local_addr().is_some()), "the admin API listens");
+    let admin = door.local_addr().unwrap();
     (server, admin)
 }
 

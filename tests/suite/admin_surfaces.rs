@@ -491,13 +491,14 @@ async fn open_event_streams_end_when_the_server_stops() {
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
     let mut config = fx.config();
     config.shutdown_grace = Duration::from_secs(600);
-    config.admin_api = Some(janus_registration::admin_api::AdminApiConfig {
+    let door = janus_registration::admin_api::AdminDoor::new(janus_registration::admin_api::AdminApiConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         ca: ca_file,
     });
+    config.doors.push(door.clone());
     let server = InProcess::start(config).await;
-    assert!(wait_for(Duration::from_secs(10), || server.app.admin_addr.get().is_some()));
-    let admin = *server.app.admin_addr.get().unwrap();
+    assert!(wait_for(Duration::from_secs(10), || door.local_addr().is_some()));
+    let admin = door.local_addr().unwrap();
     let api = client(&fx, admin, &credential(&admin_ca, "dashboard", &[Scope::Read]));
     let streams: Vec<_> = (0..2)
         .map(|_| {

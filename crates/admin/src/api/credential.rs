@@ -1,0 +1,98 @@
+//! An admin API credential: a client certificate signed by the admin CA,
+//! whose common name names the admin (as the audit trail will) and whose
+//! URI subject alternative names say what it may do, one
+//! `urn:janus-registration:scope:<scope>` each.
+//!
+//! Invariants: the certificate's chain and validity were checked by the
+//! TLS handshake (rustls' WebPKI verifier, against the admin CA alone);
+//! what is read here only narrows it: a name the audit trail cannot carry
+//! or an unknown scope gives no power, and a credential without a scope
+//! may do nothing but say who it is.
+
+use x509_parser::extensions::GeneralName;
+
+/// What a credential may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Scope {
+    /// Make and revoke registration tokens.
+    Tokens,
+    /// List and show nodes, follow the event stream.
+    Read,
+    /// Approve a pending node (its CA's SHA-256 given).
+    Approve,
+    /// Reject a node.
+    Reject,
+}
+
+const SCOPE_URI: &str = "urn:janus-registration:scope:";
+
+impl Scope {
+    /// Every scope.
+    pub const ALL: [Scope; 4] = [Scope::Tokens, Scope::Read, Scope::Approve, Scope::Reject];
+
+    /// Its name, as `certs admin --scope` takes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Scope::Tokens => "tokens",
+            Scope::Read => "read",
+            Scope::Approve => "approve",
+            Scope::Reject => "reject",
+        }
+    }
+
+    /// The URI SAN that grants it.
+    pub fn uri(self) -> String {
+        format!("{SCOPE_URI}{}", self.name())
+    }
+
+    fn from_uri(uri: &str) -> Option<Scope> {
+        let name = uri.strip_prefix(SCOPE_URI)?;
+        Scope::ALL.into_iter().find(|s| s.name() == name)
+    }
+}
+
+/// Who called, as their verified certificate says.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Caller {
+    /// The certificate's common name: the admin the audit trail names.
+    pub name: String,
+    /// What it may do.
+    pub scopes: Vec<Scope>,
+}
+
+impl Caller {
+    /// Reads a verified client certificate (DER); `Err` says why it gives no power.
+    pub fn from_der(der: &[u8]) -> Result<Caller, String> {
+        let (_, cert) = x509_parser::parse_x509_certificate(der)
+            .map_err(|e| format!("an unreadable certificate: {e}"))?;
+        let name = cert
+            .subject()
+            .iter_common_name()
+            .next()
+            .and_then(|cn| cn.as_str().ok())
+            .ok_or("the credential has no common name")?
+            .to_string();
+        if !janus_store::audit::is_admin_name(&name) {
+            return Err("the credential's common name cannot name an admin (1 to 64 letters, digits, '.', '_', '-' or '@')".into());
+        }
+        let mut scopes: Vec<Scope> = match cert.subject_alternative_name() {
+            Ok(Some(san)) => san
+                .value
+                .general_names
+                .iter()
+                .filter_map(|n| if let GeneralName::URI(uri) = n { Scope::from_uri(uri) } else { None })
+                .collect(),
+            Ok(None) => Vec::new(),
+            Err(e) => return Err(format!("an unreadable subject alternative name: {e}")),
+        };
+        scopes.sort();
+        scopes.dedup();
+        Ok(Caller { name, scopes })
+    }
+
+    /// Whether it may do what `scope` allows.
+    pub fn may(&self, scope: Scope) -> bool {
+        self.scopes.contains(&scope)
+    }
+}

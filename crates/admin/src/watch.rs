@@ -1,0 +1,86 @@
+//! `nodes watch`: the audit trail's decisions about nodes as they happen,
+//! for programs: one JSON line per admission (`admitted`, `readmitted`),
+//! rejection and forget, each with the node as `nodes list --json` shows it
+//! (when its record is still there), so an orchestrator learns which node
+//! came up for which VM without reading every record.
+//!
+//! Invariants: it only reads (the audit files, then the record an event
+//! names), through the trail's one follower ([`Follower`]: flat memory,
+//! each event once, a crash's repeat dropped).
+
+use std::io::Write;
+
+use super::{Result, WatchArgs};
+use janus_core::terminal;
+use janus_store::Store;
+use janus_store::follow::{Follower, LOOK_EVERY};
+
+/// The events `nodes watch` prints.
+const WATCHED: [&str; 4] = ["admitted", "readmitted", "rejected", "forgotten"];
+
+/// The decisions appended since `follower`'s last look, each with its node.
+fn next_decisions(follower: &mut Follower, store: &Store) -> Result<Vec<serde_json::Value>> {
+    let mut decisions = follower.next(store.audit_trail())?;
+    decisions.retain(|event| WATCHED.contains(&event["event"].as_str().unwrap_or_default()));
+    for event in &mut decisions {
+        store.with_node(event);
+    }
+    Ok(decisions)
+}
+
+/// Follows (or, with `--once`, prints) the decisions; returns once the
+/// reader went away or, with `--once`, at the end of the trail.
+pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
+    let mut follower = Follower::since(args.since);
+    loop {
+        let decisions = next_decisions(&mut follower, store)?;
+        let mut out = std::io::stdout().lock();
+        for event in decisions {
+            if writeln!(out, "{}", terminal::json_text(&event)).is_err() {
+                return Ok(String::new()); // the reader went away
+            }
+        }
+        let _ = out.flush();
+        if args.once {
+            return Ok(String::new());
+        }
+        std::thread::sleep(LOOK_EVERY);
+    }
+}
+
+/// The admin API's event stream: the decisions `nodes watch` prints, sent
+/// to `sender` until its receiver goes away; a trail that cannot be read
+/// is said once as an `error` object and ends the stream.
+pub async fn follow_decisions(
+    mut state: std::path::PathBuf,
+    since: Option<std::time::Duration>,
+    sender: tokio::sync::mpsc::Sender<serde_json::Value>,
+) {
+    let mut follower = Follower::since(since);
+    loop {
+        let looked = tokio::task::spawn_blocking(move || {
+            let decisions =
+                super::open_to_read(&state).and_then(|store| next_decisions(&mut follower, &store));
+            (state, follower, decisions)
+        })
+        .await;
+        let Ok((back, again, decisions)) = looked else { return };
+        (state, follower) = (back, again);
+        let decisions = match decisions {
+            Ok(decisions) => decisions,
+            Err(e) => {
+                let _ = sender.send(serde_json::json!({ "event": "error", "error": e.to_string() })).await;
+                return;
+            }
+        };
+        for decision in decisions {
+            if sender.send(decision).await.is_err() {
+                return;
+            }
+        }
+        if sender.is_closed() {
+            return;
+        }
+        tokio::time::sleep(LOOK_EVERY).await;
+    }
+}
