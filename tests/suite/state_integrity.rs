@@ -18,6 +18,11 @@ use janus_registration::store::{NodeId, NodeRecord, Store};
 /// Every use in the ledger belongs to a whole admission, and every token
 /// admission holds a use: the all-or-nothing invariant. Returns the number
 /// of token admissions.
+/// Where a token admission's claim waits for its record (docs/state.md).
+fn claim_file(state: &Path, id: &NodeId) -> std::path::PathBuf {
+    state.join("nodes").join(format!(".claim-{id}.json"))
+}
+
 fn whole_admissions(state: &Path) -> Result<usize, String> {
     let trail = audit_trail(state);
     let mut holders = HashSet::new();
@@ -277,7 +282,8 @@ enum CutShort {
 /// `form` says) that names the token's ledger entry, and the use held by a
 /// link to it. `age` is how long ago it announced.
 fn cut_short_admission(fx: &Fixture, token: &str, ca: &Minted, form: CutShort, age: i64) -> NodeId {
-    let store = Store::open(&fx.state()).unwrap();
+    // Laid out as a server leaves it: the ledger's key, the directories.
+    Store::open(&fx.state()).unwrap();
     let ledger = Ledger::new(&fx.state());
     let mac = ledger.mac(token).unwrap();
     let id = NodeId::generate();
@@ -302,8 +308,8 @@ fn cut_short_admission(fx: &Fixture, token: &str, ca: &Minted, form: CutShort, a
         extra: Default::default(),
     };
     let held = match form {
-        CutShort::ClaimFile => store.claim_path(&id),
-        CutShort::EarlierRecord => store.record_path(&id),
+        CutShort::ClaimFile => claim_file(&fx.state(), &id),
+        CutShort::EarlierRecord => fx.state().join("nodes").join(format!("{id}.json")),
     };
     let json = serde_json::to_vec_pretty(&record).unwrap();
     janus_registration::durable::write_new(&held, &json, 0o600).unwrap();
@@ -343,8 +349,7 @@ async fn crash_window_healed(form: CutShort) {
     let answer = post(&client, &announcement("other", &other, "crash-token-0001-long", &new_secret())).await;
     assert_eq!(json(&answer)["admitted"], false);
     assert_eq!(whole_admissions(&fx.state()), Ok(1));
-    let store = Store::open(&fx.state()).unwrap();
-    assert!(!store.claim_path(&id).exists(), "the finished admission's claim file is removed");
+    assert!(!claim_file(&fx.state(), &id).exists(), "the finished admission's claim file is removed");
     server.stop().await;
 }
 
@@ -362,7 +367,7 @@ async fn the_same_ca_announcing_while_its_admission_is_cut_short_is_admitted_wit
     assert_eq!(json(&answer)["id"], id.as_str());
     assert!(json(&answer)["trust"]["bundle"].is_string(), "and the trust");
     assert_eq!(whole_admissions(&fx.state()), Ok(1));
-    assert!(!Store::open(&fx.state()).unwrap().claim_path(&id).exists());
+    assert!(!claim_file(&fx.state(), &id).exists());
     server.stop().await;
 }
 
@@ -376,7 +381,7 @@ async fn a_claim_file_left_after_its_admission_finished_is_removed() {
     let store = Store::open(&fx.state()).unwrap();
     store.admit(janus_registration::store::Admitted::by_token(id.clone(), None)).unwrap();
     let server = InProcess::start(fx.config()).await;
-    let claim = store.claim_path(&id);
+    let claim = claim_file(&fx.state(), &id);
     let gone = eventually(|| async { !claim.exists() }, |gone| *gone).await;
     assert!(gone, "the leftover claim file is removed");
     assert!(store.approved_now(&id).unwrap());

@@ -274,7 +274,7 @@ pub fn audit_trail(state: &Path, since: Option<std::time::Duration>, follow: boo
     let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
     let mut follower = janus_store::follow::Follower::from(from);
     loop {
-        let events = follower.next(store.audit_trail())?;
+        let events = follower.next(&store)?;
         let mut out = std::io::stdout().lock();
         for event in events {
             let line = if json { terminal::json_text(&event) } else { event_line(&event) };

@@ -165,7 +165,7 @@ pub fn history(store: &Store, key: &str) -> Result<Vec<serde_json::Value>> {
         Some(id) => id,
         None => find(store, key, Among::All)?.0,
     };
-    let events = store.audit_trail().history(id.as_str())?;
+    let events = store.history(&id)?;
     if events.is_empty() {
         return Err(AdminError::NotFound(format!("the audit trail has no events for {id}")));
     }

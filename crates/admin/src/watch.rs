@@ -20,7 +20,7 @@ const WATCHED: [&str; 4] = ["admitted", "readmitted", "rejected", "forgotten"];
 
 /// The decisions appended since `follower`'s last look, each with its node.
 fn next_decisions(follower: &mut Follower, store: &Store) -> Result<Vec<serde_json::Value>> {
-    let mut decisions = follower.next(store.audit_trail())?;
+    let mut decisions = follower.next(store)?;
     decisions.retain(|event| WATCHED.contains(&event["event"].as_str().unwrap_or_default()));
     for event in &mut decisions {
         store.with_node(event);

@@ -65,7 +65,7 @@ impl OnAdmitted {
     /// time: nothing after now is missed.
     pub async fn start(&self) -> tokio::task::JoinHandle<()> {
         let (config, store, groups) = (self.config.clone(), self.store.clone(), self.groups.clone());
-        let follower = store.run(|store| Follower::at_end(store.audit_trail())).await;
+        let follower = store.run(Follower::at_end).await;
         let follower = match follower {
             Ok(Ok(follower)) => follower,
             Ok(Err(e)) => {
@@ -140,7 +140,7 @@ async fn follow(
 /// The admissions appended since the follower's last look that this
 /// replica claimed, each with its node.
 fn claimed_admissions(store: &Store, follower: &mut Follower) -> Vec<Value> {
-    let events = match follower.next(store.audit_trail()) {
+    let events = match follower.next(store) {
         Ok(events) => events,
         Err(e) => {
             tracing::warn!(cause = %e, "--on-admitted cannot read the audit trail; it tries again");

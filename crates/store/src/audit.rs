@@ -172,14 +172,14 @@ impl Audit {
     }
 
     /// Appends `{"at", "event", ...fields}` durably.
-    pub fn record(&self, event: AuditEvent) -> io::Result<()> {
+    pub(crate) fn record(&self, event: AuditEvent) -> io::Result<()> {
         self.record_all(&[event])
     }
 
     /// Appends several events with one write and one `fsync`. Each line is
     /// the event's JSON value with `at` added, keys sorted, as every
     /// version wrote them.
-    pub fn record_all(&self, events: &[AuditEvent]) -> io::Result<()> {
+    pub(crate) fn record_all(&self, events: &[AuditEvent]) -> io::Result<()> {
         let at = janus_core::clock::now_rfc3339_millis();
         let mut bytes = Vec::new();
         for event in events {

@@ -2,15 +2,19 @@
 //! the async boundary ([`super::AsyncStore`]) so the server maps each kind
 //! to its answer without reading error text.
 //!
+//! It is the store's leaf: every error type the store's modules return
+//! lives here, so no module imports another for its error.
+//!
 //! Invariants: the store's refusals that are not faults (a state format
 //! this binary does not know, a token's unreadable metadata) are told apart
 //! here, once; everything else is the file system's error, kept whole with
 //! its path and OS error code in its source chain.
 
 use std::io;
+use std::path::PathBuf;
 
-use super::format::FormatError;
-use super::tokens::MetaUnreadable;
+/// Where the upgrade guide is, for every refusal of a state format.
+pub const UPGRADE_GUIDE: &str = "docs/upgrading.md";
 
 /// Why the store did not do what was asked.
 #[derive(Debug, thiserror::Error)]
@@ -117,6 +121,42 @@ impl Undecidable {
         StoreError::Undecidable(Undecidable(what))
     }
 }
+
+/// Why this binary must not write to a state directory.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum FormatError {
+    /// A newer binary laid the directory out.
+    #[error(
+        "{} says the state directory is in format {found}, but this janus-registration ({}) understands formats up to {understands}: run a version that knows format {found} ({UPGRADE_GUIDE})",
+        path.display(), env!("CARGO_PKG_VERSION")
+    )]
+    Newer {
+        /// The marker.
+        path: PathBuf,
+        /// The format it names.
+        found: u32,
+        /// The newest this binary knows (the format module's `CURRENT`).
+        understands: u32,
+    },
+    /// The marker exists but says nothing this binary can read.
+    #[error(
+        "{} cannot be read as a state format ({why}); refusing to write under a layout this version cannot tell ({UPGRADE_GUIDE})",
+        path.display()
+    )]
+    Unreadable {
+        /// The marker.
+        path: PathBuf,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
+/// Why a token's metadata cannot be relied on now.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the registration token's metadata cannot be read ({0}); tokens it governs admit nobody until tokens.meta.json reads again"
+)]
+pub struct MetaUnreadable(pub String);
 
 #[cfg(test)]
 mod tests {

@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::audit::Audit;
+use crate::Store;
 
 /// How often a follower looks at the trail again.
 pub const LOOK_EVERY: Duration = Duration::from_secs(1);
@@ -61,14 +61,14 @@ impl Follower {
     }
 
     /// Only what is appended after the trail's end now (whatever its events' times).
-    pub fn at_end(audit: &Audit) -> io::Result<Self> {
-        Ok(Follower { read_up_to: audit.end_offsets()?, ..Self::from(None) })
+    pub fn at_end(store: &Store) -> io::Result<Self> {
+        Ok(Follower { read_up_to: store.audit.end_offsets()?, ..Self::from(None) })
     }
 
     /// The events appended since the last look, each once, in time order.
-    pub fn next(&mut self, audit: &Audit) -> io::Result<Vec<Value>> {
+    pub fn next(&mut self, store: &Store) -> io::Result<Vec<Value>> {
         let mut fresh = Vec::new();
-        for event in audit.follow(&mut self.read_up_to)? {
+        for event in store.audit.follow(&mut self.read_up_to)? {
             let at = event["at"].as_str().and_then(janus_core::clock::rfc3339_millis).unwrap_or(0);
             if at < self.from || !self.first_time(&event) {
                 continue;
@@ -97,7 +97,7 @@ impl Follower {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::Store;
+    use crate::audit::Audit;
     use crate::event::AuditEvent;
 
     #[test]
@@ -109,16 +109,16 @@ mod tests {
         let revoked =
             || AuditEvent::TokenRevoked { token_sha256_prefix: "abcdef012345".into(), user: "a".into() };
         audit.record(revoked()).unwrap();
-        assert_eq!(follower.next(&audit).unwrap().len(), 1);
+        assert_eq!(follower.next(&store).unwrap().len(), 1);
         // A crash repeated it (a later time): not given again.
         audit.record(revoked()).unwrap();
-        assert!(follower.next(&audit).unwrap().is_empty());
+        assert!(follower.next(&store).unwrap().is_empty());
         let other = AuditEvent::TokenRevoked { token_sha256_prefix: "fedcba987654".into(), user: "a".into() };
         audit.record(other).unwrap();
-        assert_eq!(follower.next(&audit).unwrap().len(), 1);
+        assert_eq!(follower.next(&store).unwrap().len(), 1);
         // From the end: nothing before it.
-        let mut late = Follower::at_end(&audit).unwrap();
-        assert!(late.next(&audit).unwrap().is_empty());
+        let mut late = Follower::at_end(&store).unwrap();
+        assert!(late.next(&store).unwrap().is_empty());
         drop(store);
     }
 }

@@ -14,46 +14,19 @@
 //! Invariants: the marker is written only after the layout is made, with
 //! [`janus_core::durable::write_atomic`]; a format newer than [`CURRENT`], or a
 //! marker that cannot be read, refuses every write (fail closed); a missing
-//! marker or an older format is migrated, then marked.
+//! marker or an older format is migrated ([`crate::migrate`]), then marked.
 
 use std::io;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use janus_core::durable;
+
+pub use crate::error::FormatError;
 
 /// The newest format this binary reads and writes.
 pub const CURRENT: u32 = 2;
 /// The marker's name in the state directory.
 pub const FILE: &str = "state-format";
-/// Where the upgrade guide is, for every refusal.
-const GUIDE: &str = "docs/upgrading.md";
-
-/// Why this binary must not write to a state directory.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FormatError {
-    /// A newer binary laid the directory out.
-    #[error(
-        "{} says the state directory is in format {found}, but this janus-registration ({}) understands formats up to {CURRENT}: run a version that knows format {found} ({GUIDE})",
-        path.display(), env!("CARGO_PKG_VERSION")
-    )]
-    Newer {
-        /// The marker.
-        path: PathBuf,
-        /// The format it names.
-        found: u32,
-    },
-    /// The marker exists but says nothing this binary can read.
-    #[error(
-        "{} cannot be read as a state format ({why}); refusing to write under a layout this version cannot tell ({GUIDE})",
-        path.display()
-    )]
-    Unreadable {
-        /// The marker.
-        path: PathBuf,
-        /// What is wrong with it.
-        why: String,
-    },
-}
 
 /// The format `dir` is marked with: `None` when unmarked (format 1, or a
 /// directory not laid out yet), or why this binary must not write to it.
@@ -76,31 +49,13 @@ pub fn read(dir: &Path) -> Result<Option<u32>, FormatError> {
             },
         )?;
     if found > CURRENT {
-        return Err(FormatError::Newer { path, found });
+        return Err(FormatError::Newer { path, found, understands: CURRENT });
     }
     Ok(Some(found))
 }
 
-/// Migrates `dir` to [`CURRENT`] and marks it, durably. Called once its
-/// layout is made; `from` is what it was (`None`: unmarked). From format 1
-/// no existing file changes: records, approvals and tokens read as they
-/// are, and a token the reference (or an older build) spent is absent from
-/// `tokens`, so it stays spent. The one step: every ledger marker an
-/// earlier build made is indexed under the CA that spent it (a link
-/// beside it). The marker is written last: a migration cut short runs
-/// again, and each step is idempotent.
-pub fn migrate(dir: &Path, from: Option<u32>) -> io::Result<()> {
-    if from.unwrap_or(1) < 2 {
-        let indexed = super::ledger::Ledger::new(dir).index_by_ca(dir)?;
-        if indexed > 0 {
-            tracing::info!(indexed, "indexed the token ledger by CA (state format 2)");
-        }
-    }
-    mark(dir, from)
-}
-
 /// Marks `dir` as [`CURRENT`], durably.
-fn mark(dir: &Path, from: Option<u32>) -> io::Result<()> {
+pub fn mark(dir: &Path, from: Option<u32>) -> io::Result<()> {
     durable::write_atomic(&dir.join(FILE), format!("{CURRENT}\n").as_bytes(), 0o600)?;
     tracing::info!(
         dir = %dir.display(),
@@ -120,7 +75,7 @@ mod tests {
     fn the_marker_is_one_integer_and_a_newline() {
         let dir = tempfile::tempdir().unwrap();
         assert_eq!(read(dir.path()), Ok(None));
-        migrate(dir.path(), None).unwrap();
+        mark(dir.path(), None).unwrap();
         assert_eq!(std::fs::read_to_string(dir.path().join(FILE)).unwrap(), "2\n");
         assert_eq!(read(dir.path()), Ok(Some(CURRENT)));
         for (text, newer) in [("3\n", true), ("999\n", true), ("2", false), ("1\n", false)] {

@@ -34,11 +34,15 @@ use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Sha256;
 
 use super::NodeId;
-use super::tokens::MAX_USES;
 use janus_core::durable::{
     create_exclusive, ensure_private_dir, libc_nofollow, link_new, present, present_at_server, retry_stale,
     sync_dir, with_path,
 };
+
+/// The most nodes one token may admit: `tokens add --uses` refuses more, and
+/// a metadata file that says more is unreadable (fail closed). Every use is
+/// a marker here, and sweeping a spent token looks at each.
+pub const MAX_USES: u32 = 10_000;
 
 /// The ledger's directory: one marker per use of a token.
 pub const LEDGER_DIR: &str = "token-uses";

@@ -23,7 +23,8 @@
 //! | announce (the server) | `announce`, `format_refusal` |
 //! | poll (the server) | `poll` |
 //! | decide (admins, the admission command, the swarm) | `admit`, `reject`, `forget`, `add_tokens`, `revoke_token` |
-//! | list (admins) | `scan`, `list_records`, `read_record`, `state_of`, `approval`, `rejection`, `poll_refused`, `is_approved`, `is_rejected`, `is_ca_rejected`, `unsettled_ids`, `approved_ids`, `rejected_ids`, `list_tokens`, `token_meta_unreadable`, `audit_trail` |
+//! | list (admins) | `scan`, `list_records`, `read_record`, `state_of`, `approval`, `rejection`, `poll_refused`, `is_approved`, `is_rejected`, `is_ca_rejected`, `unsettled_ids`, `approved_ids`, `rejected_ids`, `list_tokens`, `token_meta_unreadable`, `history`, `node_view`, `with_node` |
+//! | follow (`audit --follow`, `nodes watch`, `--on-admitted`) | [`follow::Follower`] |
 //! | maintain (the server's loop, `tokens list`) | `maintain`, `sweep_tokens`, `remove_leftovers` |
 //!
 //! Each decision is one method that writes it and its audit event together:
@@ -49,6 +50,7 @@ pub mod ledger;
 mod listing;
 mod locality;
 pub mod maintain;
+pub mod migrate;
 pub mod on_pool;
 pub mod poll;
 pub mod tokens;
@@ -322,7 +324,7 @@ impl Store {
             refuse_world_writable(&sub)?;
         }
         if found != Some(format::CURRENT) {
-            format::migrate(dir, found)?;
+            migrate::migrate(dir, found)?;
         }
         Ok(())
     }
@@ -349,7 +351,7 @@ impl Store {
         *refusal = read.as_ref().err().cloned();
         drop(refusal);
         match read {
-            Ok(None) => format::migrate(&self.dir, None).map_err(|e| format::FormatError::Unreadable {
+            Ok(None) => migrate::migrate(&self.dir, None).map_err(|e| format::FormatError::Unreadable {
                 path: self.dir.join(format::FILE),
                 why: format!("cannot be written again: {e}"),
             }),
@@ -495,9 +497,9 @@ impl Store {
         Ok(self.audit.record(admitted.into())?)
     }
 
-    /// The audit trail ([`Audit`]): read, searched, followed.
-    pub fn audit_trail(&self) -> &Audit {
-        &self.audit
+    /// Every audit event about node `id`, oldest first (`nodes history`).
+    pub fn history(&self, id: &NodeId) -> io::Result<Vec<serde_json::Value>> {
+        self.audit.history(id.as_str())
     }
 
     /// Appends new tokens with their metadata ([`Tokens::add`]).
@@ -541,7 +543,7 @@ impl Store {
     }
 
     /// `nodes/<id>.json`.
-    pub fn record_path(&self, id: &NodeId) -> PathBuf {
+    pub(crate) fn record_path(&self, id: &NodeId) -> PathBuf {
         self.dir.join("nodes").join(format!("{id}.json"))
     }
 
@@ -568,7 +570,7 @@ impl Store {
     /// that name once kept reading the linked file after another host
     /// renamed the admitted record over it (GlusterFS; docs/deploying.md "Several
     /// replicas").
-    pub fn claim_path(&self, id: &NodeId) -> PathBuf {
+    pub(crate) fn claim_path(&self, id: &NodeId) -> PathBuf {
         self.dir.join("nodes").join(format!("{CLAIM_PREFIX}{id}.json"))
     }
 

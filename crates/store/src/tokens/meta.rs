@@ -31,10 +31,8 @@ use janus_core::pki::sha256_hex;
 /// loss (with its last good copy) is undecidable, never "no metadata".
 pub const METADATA_EXISTED: &str = "metadata-existed";
 
-/// The most nodes one token may admit: `tokens add --uses` refuses more, and
-/// a metadata file that says more is unreadable (fail closed). Every use is
-/// a marker in the ledger, and sweeping a spent token looks at each.
-pub const MAX_USES: u32 = 10_000;
+pub use crate::error::MetaUnreadable;
+pub use crate::ledger::MAX_USES;
 /// The longest description, in characters, `tokens add` takes and the
 /// metadata file may hold.
 pub const MAX_DESCRIPTION: usize = 1_000;
@@ -139,13 +137,6 @@ pub(super) struct MetaCache {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[must_use = "an edit's metadata write checks what its read saw"]
 pub(super) struct MetaSeen(Option<Stamp>);
-
-/// Why a token's metadata cannot be relied on now.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "the registration token's metadata cannot be read ({0}); tokens it governs admit nobody until tokens.meta.json reads again"
-)]
-pub struct MetaUnreadable(pub String);
 
 /// A metadata file, every entry within its bounds; `None` when missing.
 pub(super) fn read_meta_at(path: &Path) -> io::Result<Option<BTreeMap<String, TokenMeta>>> {
