@@ -17,9 +17,8 @@ use http_body_util::{BodyExt, Full};
 use rustls::ClientConfig;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
-use tokio_rustls::TlsConnector;
 
+use janus_core::https::{self, OpenError};
 use janus_core::pki::FLEET_CONTROLLER_NAME;
 use janus_core::protocol::MAX_BODY;
 
@@ -173,21 +172,6 @@ impl Endpoint {
         self
     }
 
-    async fn connect(&self) -> std::io::Result<TcpStream> {
-        let Some(source) = self.source else { return TcpStream::connect(&self.address).await };
-        let target = tokio::net::lookup_host(&self.address)
-            .await?
-            .next()
-            .ok_or_else(|| std::io::Error::other("the address resolves to nothing"))?;
-        let socket = if target.is_ipv4() {
-            tokio::net::TcpSocket::new_v4()?
-        } else {
-            tokio::net::TcpSocket::new_v6()?
-        };
-        socket.bind(std::net::SocketAddr::new(source, 0))?;
-        socket.connect(target).await
-    }
-
     /// Sends `request`, fleet mode first when a fleet root is known.
     pub async fn send(&self, request: &Request<'_>) -> Result<(Answer, Via), HttpError> {
         if let Some(fleet) = &self.fleet {
@@ -228,13 +212,14 @@ impl Endpoint {
         request: &Request<'_>,
         url: &str,
     ) -> Result<Answer, HttpError> {
-        let tcp = self.connect().await.map_err(|cause| HttpError::Connect { url: url.to_string(), cause })?;
-        let _ = tcp.set_nodelay(true);
-        let tls = TlsConnector::from(config)
-            .connect(name, tcp)
-            .await
-            .map_err(|cause| HttpError::Tls { url: url.to_string(), cause })?;
-        exchange_over(tls, &self.address, request, url).await
+        let dial = https::Dial { address: &self.address, source: self.source, name, config };
+        let opened = match https::open(dial, &go_http()).await {
+            Ok(opened) => opened,
+            Err(OpenError::Connect(cause)) => return Err(HttpError::Connect { url: url.to_string(), cause }),
+            Err(OpenError::Tls(cause)) => return Err(HttpError::Tls { url: url.to_string(), cause }),
+            Err(OpenError::Http(e)) => return Err(broken(url, e)),
+        };
+        exchange_over(opened, &self.address, request, url).await
     }
 }
 
@@ -310,47 +295,54 @@ pub fn parse_answer(bytes: &[u8]) -> Result<Answer, HttpError> {
                 let _ = theirs.read_to_end(&mut rest).await;
             });
             let request = Request { method: "GET", path: "/register/x", ..Default::default() };
-            let answer = exchange_over(ours, "fuzz", &request, "https://fuzz/").await;
+            let answer = match https::over(ours, &go_http()).await {
+                Ok(opened) => exchange_over(opened, "fuzz", &request, "https://fuzz/").await,
+                Err(e) => Err(broken("https://fuzz/", e)),
+            };
             answering.abort();
             answer
         })
     })
 }
 
-/// One exchange over `io` (a TLS stream), as Go's transport makes it: any
+/// hyper's client as Go's transport reads an answer: header names written
+/// as Go writes them, a head of at most 16 KiB, [`MAX_HEADERS`] headers.
+fn go_http() -> hyper::client::conn::http1::Builder {
+    let mut http = hyper::client::conn::http1::Builder::new();
+    http.title_case_headers(true).max_buf_size(MAX_HEAD).max_headers(MAX_HEADERS);
+    http
+}
+
+/// The connection broke (reset, refused): a connect error; anything else,
+/// a short body included, is an answer that is not HTTP as Go reads it.
+fn broken(url: &str, e: hyper::Error) -> HttpError {
+    let bad = |reason: String| HttpError::Protocol { url: url.to_string(), reason };
+    let io = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
+    match io {
+        Some(cause) if !is_framing(cause.kind()) => HttpError::Connect {
+            url: url.to_string(),
+            cause: std::io::Error::new(cause.kind(), format!("{e}: {cause}")),
+        },
+        Some(cause) => bad(format!("not an HTTP answer: {e}: {cause}")),
+        None => bad(format!("not an HTTP answer: {e}")),
+    }
+}
+
+/// One exchange over an opened connection, as Go's transport makes it: any
 /// framing (`Content-Length`, chunked, or up to the close), interim 1xx
 /// heads skipped, at most [`MAX_HEADERS`] headers in a head of at most 16
 /// KiB, a gzip body decoded (janusd asked for it) with `Content-Encoding`
 /// and `Content-Length` then dropped; the body is cut at 64 KiB, as the
 /// node's `io.LimitReader` cuts it, and the rest never read.
-async fn exchange_over<S>(io: S, address: &str, request: &Request<'_>, url: &str) -> Result<Answer, HttpError>
-where
-    S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
-{
+async fn exchange_over(
+    mut opened: https::Opened,
+    address: &str,
+    request: &Request<'_>,
+    url: &str,
+) -> Result<Answer, HttpError> {
     let bad = |reason: String| HttpError::Protocol { url: url.to_string(), reason };
-    // The connection broke (reset, refused): a connect error; anything else,
-    // a short body included, is an answer that is not HTTP as Go reads it.
-    let broken = |e: hyper::Error| {
-        let io = std::error::Error::source(&e).and_then(|s| s.downcast_ref::<std::io::Error>());
-        match io {
-            Some(cause) if !is_framing(cause.kind()) => HttpError::Connect {
-                url: url.to_string(),
-                cause: std::io::Error::new(cause.kind(), format!("{e}: {cause}")),
-            },
-            Some(cause) => bad(format!("not an HTTP answer: {e}: {cause}")),
-            None => bad(format!("not an HTTP answer: {e}")),
-        }
-    };
-    let (mut sender, connection) = hyper::client::conn::http1::Builder::new()
-        .title_case_headers(true)
-        .max_buf_size(MAX_HEAD)
-        .max_headers(MAX_HEADERS)
-        .handshake(hyper_util::rt::TokioIo::new(EndWithoutNotify(io)))
-        .await
-        .map_err(broken)?;
-    // Driven beside the exchange, and dropped with it: one request per connection.
-    let connection = AbortOnDrop(tokio::spawn(connection));
-    let response = sender.send_request(go_request(address, request)?).await.map_err(broken)?;
+    let broken = |e: hyper::Error| broken(url, e);
+    let response = opened.sender.send_request(go_request(address, request)?).await.map_err(broken)?;
     let status = response.status().as_u16();
     let mut headers: Vec<(String, String)> = response
         .headers()
@@ -374,7 +366,8 @@ where
         }
     }
     raw.truncate(raw_limit);
-    drop(connection);
+    // One request per connection: closed now, the rest never read.
+    drop(opened);
     if !gzip {
         return Ok(Answer { status, headers, body: raw });
     }
@@ -395,59 +388,6 @@ fn is_framing(kind: std::io::ErrorKind) -> bool {
     matches!(kind, InvalidData | InvalidInput | UnexpectedEof)
 }
 
-/// A task aborted when its handle goes.
-struct AbortOnDrop<T>(tokio::task::JoinHandle<T>);
-
-impl<T> Drop for AbortOnDrop<T> {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// A stream whose peer closing without TLS's `close_notify` reads as an
-/// end, not an error: it has still said all it had to (a body up to the
-/// close, as Go reads one).
-struct EndWithoutNotify<S>(S);
-
-impl<S: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EndWithoutNotify<S> {
-    fn poll_read(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match std::pin::Pin::new(&mut self.0).poll_read(cx, buf) {
-            std::task::Poll::Ready(Err(e)) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
-                std::task::Poll::Ready(Ok(()))
-            }
-            other => other,
-        }
-    }
-}
-
-impl<S: tokio::io::AsyncWrite + Unpin> tokio::io::AsyncWrite for EndWithoutNotify<S> {
-    fn poll_write(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        std::pin::Pin::new(&mut self.0).poll_write(cx, buf)
-    }
-
-    fn poll_flush(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_flush(cx)
-    }
-
-    fn poll_shutdown(
-        mut self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        std::pin::Pin::new(&mut self.0).poll_shutdown(cx)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -464,7 +404,8 @@ mod tests {
         let runtime = tokio::runtime::Builder::new_current_thread().build().unwrap();
         runtime.block_on(async {
             let (ours, mut theirs) = tokio::io::duplex(1 << 16);
-            let exchange = exchange_over(ours, "10.0.2.2:18900", request, "https://test/");
+            let opened = https::over(ours, &go_http()).await.unwrap();
+            let exchange = exchange_over(opened, "10.0.2.2:18900", request, "https://test/");
             let reading = async {
                 let mut bytes = vec![0; 4096];
                 let n = theirs.read(&mut bytes).await.unwrap();

@@ -12,6 +12,7 @@
 //! - [`pki`]: every certificate, key and bundle check (the only DER reader),
 //!   and minting with rcgen.
 //! - [`tls`]: the one crypto provider, the server's and the clients' TLS configurations.
+//! - [`https`]: the one HTTPS client connection (TCP, TLS, hyper's HTTP/1.1).
 
 #![warn(missing_docs)]
 
@@ -22,6 +23,7 @@ pub mod shutdown;
 pub mod terminal;
 
 // Protocol and trust.
+pub mod https;
 pub mod pki;
 pub mod protocol;
 pub mod tls;

@@ -20,6 +20,7 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use serde_json::Value;
 
 use crate::{NodesCommand, TokensCommand};
+use janus_core::https;
 use janus_core::pki::FLEET_CONTROLLER_NAME;
 
 /// The largest answer read.
@@ -70,24 +71,23 @@ impl AdminClient {
         AdminClient { address, config }
     }
 
+    /// Sends one request on a new connection; the answer's body is read
+    /// while the returned [`https::Opened`] is held.
     async fn send(
         &self,
         method: &str,
         path: &str,
         body: Option<&Value>,
-    ) -> Result<hyper::Response<hyper::body::Incoming>, String> {
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, https::Opened), String> {
         let url = format!("https://{}{path}", self.address);
-        let tcp = tokio::net::TcpStream::connect(&self.address).await.map_err(|e| format!("{url}: {e}"))?;
         let name = ServerName::try_from(FLEET_CONTROLLER_NAME).expect("a valid DNS name");
-        let tls = tokio_rustls::TlsConnector::from(self.config.clone())
-            .connect(name, tcp)
-            .await
-            .map_err(|e| format!("{url}: TLS: {e}"))?;
-        let (mut sender, connection) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tls))
-                .await
-                .map_err(|e| format!("{url}: {e}"))?;
-        tokio::spawn(connection);
+        let dial = https::Dial { address: &self.address, source: None, name, config: self.config.clone() };
+        let mut opened = match https::open(dial, &hyper::client::conn::http1::Builder::new()).await {
+            Ok(opened) => opened,
+            Err(https::OpenError::Connect(e)) => return Err(format!("{url}: {e}")),
+            Err(https::OpenError::Tls(e)) => return Err(format!("{url}: TLS: {e}")),
+            Err(https::OpenError::Http(e)) => return Err(format!("{url}: {e}")),
+        };
         let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
         let request = hyper::Request::builder()
             .method(method)
@@ -96,13 +96,14 @@ impl AdminClient {
             .header("Content-Type", "application/json")
             .body(Full::new(Bytes::from(bytes)))
             .map_err(|e| format!("{url}: {e}"))?;
-        sender.send_request(request).await.map_err(|e| format!("{url}: {e}"))
+        let response = opened.sender.send_request(request).await.map_err(|e| format!("{url}: {e}"))?;
+        Ok((response, opened))
     }
 
     /// One request and its whole answer.
     pub async fn call(&self, method: &str, path: &str, body: Option<&Value>) -> Result<Reply, String> {
         let exchange = async {
-            let response = self.send(method, path, body).await?;
+            let (response, _opened) = self.send(method, path, body).await?;
             let status = response.status().as_u16();
             let limited = http_body_util::Limited::new(response.into_body(), MAX_ANSWER);
             let bytes = limited.collect().await.map_err(|e| format!("the answer: {e}"))?.to_bytes();
@@ -116,7 +117,7 @@ impl AdminClient {
     /// `GET /v1/events`: each event's data, as it comes, to `each` (until
     /// it returns false or the stream ends).
     pub async fn events(&self, path: &str, mut each: impl FnMut(Value) -> bool) -> Result<(), String> {
-        let response = self.send("GET", path, None).await?;
+        let (response, _opened) = self.send("GET", path, None).await?;
         let status = response.status().as_u16();
         let mut body = response.into_body();
         if status != 200 {
