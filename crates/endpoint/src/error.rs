@@ -3,14 +3,16 @@
 //!
 //! Invariants: never 409, and never a body naming `service_cert_pem` (either
 //! makes a node post its admin key); internal causes are logged (once, by the
-//! request middleware, from [`InternalCause`]), not sent.
+//! request's span, from [`crate::answer::Refused`]), not sent. The answer
+//! itself is made by [`crate::answer`], as the admin API's is.
 
-use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
-use janus_core::protocol::{ErrorBody, Refusal};
+use janus_core::protocol::Refusal;
 use janus_store::StoreError;
+
+use crate::answer::{ErrorAnswer, answer};
 
 /// Every error answer: one place maps each to its status and JSON body.
 #[derive(Debug, thiserror::Error)]
@@ -137,43 +139,49 @@ impl ApiError {
     }
 }
 
-/// The level an error answer's request line is logged at ([`ApiError::log_level`]),
-/// carried on the answer to the request middleware.
-#[derive(Debug, Clone, Copy)]
-pub struct LogLevel(pub tracing::Level);
+impl ErrorAnswer for ApiError {
+    fn status(&self) -> StatusCode {
+        ApiError::status(self)
+    }
 
-/// An internal error's cause, carried on its answer to the request
-/// middleware, which logs it once with the request's span (as axum's
-/// error-handling example does): never in the body.
-#[derive(Debug, Clone)]
-pub struct InternalCause(pub std::sync::Arc<std::io::Error>);
+    fn log_level(&self) -> tracing::Level {
+        ApiError::log_level(self)
+    }
 
-impl IntoResponse for ApiError {
-    fn into_response(self) -> Response {
-        let message = match &self {
+    /// A rate limit's own wait; 10 s for a file an admin is fixing
+    /// (janusd's backoff paces it); 60 s for the pending cap (room comes
+    /// back as admins act or records age out) and a newer format (once a
+    /// version that knows it serves).
+    fn retry_after(&self) -> Option<u64> {
+        match self {
+            ApiError::TooMany(retry) => Some(retry.as_secs()),
+            ApiError::Undecidable(_) => Some(10),
+            ApiError::Unavailable(_) | ApiError::StateFormat(_) => Some(60),
+            _ => None,
+        }
+    }
+
+    /// Belt and braces: whatever a future message says, `service_cert_pem`
+    /// never leaves (a node would send its admin key).
+    fn said(&self) -> String {
+        let message = match self {
             ApiError::Internal(_) => "internal error".to_string(),
             other => other.to_string(),
         };
-        // Belt and braces: whatever a future message says, this word never leaves.
-        let message = message.replace("service_cert_pem", "service credential");
-        let mut response = (self.status(), Json(ErrorBody { error: message })).into_response();
-        response.extensions_mut().insert(LogLevel(self.log_level()));
-        if let ApiError::TooMany(retry) = &self {
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, retry.as_secs().max(1).into());
+        message.replace("service_cert_pem", "service credential")
+    }
+
+    fn withheld(&self) -> Option<(String, Option<i32>)> {
+        match self {
+            ApiError::Internal(cause) => Some((cause.to_string(), janus_core::durable::os_error(cause))),
+            _ => None,
         }
-        if let ApiError::Undecidable(_) = &self {
-            // janusd's own backoff paces it; a file an admin is fixing.
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, 10u64.into());
-        }
-        if let ApiError::Unavailable(_) | ApiError::StateFormat(_) = &self {
-            // The pending cap: room comes back as admins act or records age
-            // out; a newer format: once a version that knows it serves.
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, 60u64.into());
-        }
-        if let ApiError::Internal(cause) = self {
-            response.extensions_mut().insert(InternalCause(std::sync::Arc::new(cause)));
-        }
-        response
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        answer(&self)
     }
 }
 
@@ -216,7 +224,7 @@ mod tests {
         ];
         for (error, level) in cases {
             let response = error.into_response();
-            assert_eq!(response.extensions().get::<LogLevel>().map(|l| l.0), Some(level));
+            assert_eq!(crate::answer::refused(&response).map(|r| r.level), Some(level));
         }
     }
 

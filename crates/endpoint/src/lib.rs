@@ -7,12 +7,14 @@
 //! answers is in [`error`]; the state is in [`janus_store`].
 
 pub mod accept;
+pub mod answer;
 pub mod door;
 pub mod error;
 pub mod limits;
 pub mod metrics;
 pub mod on_admitted;
 pub mod policy;
+pub mod program;
 pub mod proxy;
 pub mod reload;
 pub mod routes;
@@ -334,10 +336,10 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
     }
     warn_of_fleet_keys(&config.fleet);
     if let Some(admission) = &config.admission {
-        policy::check_program("--admission-command", &admission.command)?;
+        program::check_program("--admission-command", &admission.command)?;
     }
     if let Some(on_admitted) = &config.on_admitted {
-        policy::check_program("--on-admitted", &on_admitted.command)?;
+        program::check_program("--on-admitted", &on_admitted.command)?;
     }
     // Checked now, made once the port is bound (`Prepared::serve`): a port
     // in use leaves no state tree behind.
@@ -350,8 +352,10 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
         state = %config.state.display(),
         "fleet and certificate loaded"
     );
-    let policy = config.admission.clone().map(|p| policy::Policy::new(p, store.clone()));
-    let on_admitted = config.on_admitted.clone().map(|c| on_admitted::OnAdmitted::new(c, store.clone()));
+    let programs = Arc::new(program::Programs::default());
+    let policy = config.admission.clone().map(|p| policy::Policy::new(p, store.clone(), programs.clone()));
+    let on_admitted =
+        config.on_admitted.clone().map(|c| on_admitted::OnAdmitted::new(c, store.clone(), programs.clone()));
     let app = App {
         store,
         trust: RwLock::new(Arc::new(ServedTrust::new(fleet))),
@@ -402,7 +406,8 @@ pub fn router(app: Arc<App>) -> Router {
         .route("/livez", get(routes::livez))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
-        .layer(axum::middleware::from_fn_with_state(app.clone(), routes::log_request))
+        .layer(axum::middleware::from_fn_with_state(app.clone(), routes::count_request))
+        .layer(routes::traced())
         .with_state(app)
 }
 

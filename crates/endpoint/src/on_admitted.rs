@@ -15,21 +15,22 @@
 //! trail is read through its one follower, and a claim is named by the
 //! event's identity (the event but for its time), so an event a crash
 //! repeated runs the program at most once. At most [`CONCURRENCY`] run at
-//! once, through the admission command's runner (an environment of its
+//! once, through the one runner ([`crate::program`]) (an environment of its
 //! own, output kept for the log, the group killed before the program is
 //! reaped, every wait bounded). Claims older than [`CLAIMS_KEPT`] are
 //! removed. A crash between a claim and its run loses that run:
 //! orchestrators reconcile with `nodes list --admitted-since`.
 
-use std::collections::HashSet;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::Value;
 
 use janus_store::follow::{Follower, LOOK_EVERY};
 use janus_store::{AsyncStore, Store};
+
+use crate::program::Programs;
 
 /// Programs running at once, at most.
 pub const CONCURRENCY: usize = 4;
@@ -49,14 +50,14 @@ pub struct OnAdmittedConfig {
 pub struct OnAdmitted {
     config: OnAdmittedConfig,
     store: AsyncStore,
-    /// The process groups alive now, to kill at shutdown.
-    groups: Arc<Mutex<HashSet<i32>>>,
+    /// Runs the program, in process groups killed at shutdown.
+    programs: Arc<Programs>,
 }
 
 impl OnAdmitted {
     /// Ready; nothing runs before [`OnAdmitted::start`].
-    pub fn new(config: OnAdmittedConfig, store: AsyncStore) -> Self {
-        OnAdmitted { config, store, groups: Arc::default() }
+    pub fn new(config: OnAdmittedConfig, store: AsyncStore, programs: Arc<Programs>) -> Self {
+        OnAdmitted { config, store, programs }
     }
 
     /// Follows the trail from its end now (before the server answers
@@ -64,7 +65,7 @@ impl OnAdmitted {
     /// now is followed from its start, its events before now skipped by
     /// time: nothing after now is missed.
     pub async fn start(&self) -> tokio::task::JoinHandle<()> {
-        let (config, store, groups) = (self.config.clone(), self.store.clone(), self.groups.clone());
+        let (config, store, programs) = (self.config.clone(), self.store.clone(), self.programs.clone());
         let follower = store.run(Follower::at_end).await;
         let follower = match follower {
             Ok(Ok(follower)) => follower,
@@ -77,21 +78,19 @@ impl OnAdmitted {
                 Follower::since(None)
             }
         };
-        tokio::spawn(follow(config, store, groups, follower))
+        tokio::spawn(follow(config, store, programs, follower))
     }
 
-    /// Kills every process group still running (at shutdown).
+    /// Kills every program still running (at shutdown).
     pub fn stop(&self) {
-        for group in self.groups.lock().unwrap_or_else(|e| e.into_inner()).drain() {
-            super::policy::kill_group(group);
-        }
+        self.programs.stop();
     }
 }
 
 async fn follow(
     config: OnAdmittedConfig,
     store: AsyncStore,
-    groups: Arc<Mutex<HashSet<i32>>>,
+    programs: Arc<Programs>,
     mut follower: Follower,
 ) {
     let slots = Arc::new(tokio::sync::Semaphore::new(CONCURRENCY));
@@ -127,10 +126,10 @@ async fn follow(
         };
         for admission in admissions {
             let Ok(slot) = slots.clone().acquire_owned().await else { return };
-            let (config, groups) = (config.clone(), groups.clone());
+            let (config, programs) = (config.clone(), programs.clone());
             tokio::spawn(async move {
                 let _slot = slot;
-                run_once(&config, &groups, admission).await;
+                run_once(&config, &programs, admission).await;
             });
         }
         tokio::time::sleep(LOOK_EVERY).await;
@@ -166,9 +165,9 @@ fn claimed_admissions(store: &Store, follower: &mut Follower) -> Vec<Value> {
     claimed
 }
 
-async fn run_once(config: &OnAdmittedConfig, groups: &Arc<Mutex<HashSet<i32>>>, admission: Value) {
+async fn run_once(config: &OnAdmittedConfig, programs: &Programs, admission: Value) {
     let id = admission["id"].as_str().unwrap_or_default().to_string();
-    let ran = super::policy::run(&config.command, config.timeout, groups, &admission).await;
+    let ran = programs.run(&config.command, config.timeout, &admission).await;
     let said = ran.said();
     match ran.code {
         Ok(0) => tracing::info!(node = %id, output = %said, "the --on-admitted program ran"),

@@ -222,48 +222,99 @@ async fn read_body(headers: &HeaderMap, body: Body, timeout: std::time::Duration
     }
 }
 
-/// One line per request: method, path (with the id), status, latency, peer.
-/// Headers are never logged: the poll secret travels in one.
-pub async fn log_request(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
-    use tracing::Instrument;
-    static NEXT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+/// Counts each request by route and status, and its latency, for `/metrics`.
+pub async fn count_request(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = route_of(request.extensions().get::<axum::extract::MatchedPath>().map(|m| m.as_str()));
-    let peer = match request.extensions().get::<crate::proxy::ProxiedSource>() {
-        Some(proxied) => proxied.0.to_string(),
-        None => {
-            request.extensions().get::<ConnectInfo<SocketAddr>>().map(|c| c.0.to_string()).unwrap_or_default()
-        }
-    };
-    // Every line logged while it is served (the store's too, on the blocking
-    // pool: `AsyncStore` carries the span there) names this request.
-    let span = tracing::info_span!(
-        "request",
-        id = NEXT_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-        method = %request.method(),
-        path = %truncate(request.uri().path(), 128),
-        %peer,
-    );
-    let response = next.run(request).instrument(span.clone()).await;
+    let response = next.run(request).await;
     let status = response.status().as_u16();
     app.metrics.requests.get_or_create(&super::metrics::RequestLabels { route, status }).inc();
     app.metrics
         .latency
         .get_or_create(&super::metrics::RouteLabels { route })
         .observe(started.elapsed().as_secs_f64());
-    let _request = span.enter();
-    // An internal error is logged here, once, with its request: the answer
-    // itself says only "internal error".
-    if let Some(super::error::InternalCause(cause)) = response.extensions().get() {
-        tracing::error!(cause = %cause, os_error = janus_core::durable::os_error(cause), "request failed");
-    }
-    let latency_us = started.elapsed().as_micros() as u64;
-    match response.extensions().get::<super::error::LogLevel>().map_or(tracing::Level::INFO, |l| l.0) {
-        tracing::Level::ERROR => tracing::error!(status, latency_us, "request"),
-        tracing::Level::WARN => tracing::warn!(status, latency_us, "request"),
-        _ => tracing::info!(status, latency_us, "request"),
-    }
     response
+}
+
+/// The nodes' port's request spans and log lines: tower-http's
+/// [`TraceLayer`](tower_http::trace::TraceLayer) with the span and the line
+/// operators have always had ([`RequestSpan`], [`RequestLine`]).
+pub type Traced = tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    RequestSpan,
+    (),
+    RequestLine,
+    (),
+    (),
+    (),
+>;
+
+/// The nodes' port's trace layer.
+pub fn traced() -> Traced {
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(RequestSpan)
+        .on_request(())
+        .on_response(RequestLine)
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(())
+}
+
+/// The span every line logged while a request is served carries (the
+/// store's too, on the blocking pool: `AsyncStore` carries the span
+/// there): a request number, method, path (with the id, cut at 128
+/// characters) and peer (the PROXY header's source, when trusted).
+/// Headers are never in it: the poll secret travels in one.
+#[derive(Clone, Copy)]
+pub struct RequestSpan;
+
+impl<B> tower_http::trace::MakeSpan<B> for RequestSpan {
+    fn make_span(&mut self, request: &axum::http::Request<B>) -> tracing::Span {
+        static NEXT_REQUEST: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        let peer = match request.extensions().get::<crate::proxy::ProxiedSource>() {
+            Some(proxied) => proxied.0.to_string(),
+            None => request
+                .extensions()
+                .get::<ConnectInfo<SocketAddr>>()
+                .map(|c| c.0.to_string())
+                .unwrap_or_default(),
+        };
+        tracing::info_span!(
+            "request",
+            id = NEXT_REQUEST.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
+            method = %request.method(),
+            path = %truncate(request.uri().path(), 128),
+            %peer,
+        )
+    }
+}
+
+/// One line per request, in its span: status and latency, at the level
+/// its answer asks ([`crate::answer::Refused`]); an internal error's cause
+/// on a line of its own before it, logged here once (the answer itself
+/// says only "internal error").
+#[derive(Clone, Copy)]
+pub struct RequestLine;
+
+impl<B> tower_http::trace::OnResponse<B> for RequestLine {
+    fn on_response(
+        self,
+        response: &axum::http::Response<B>,
+        latency: std::time::Duration,
+        _: &tracing::Span,
+    ) {
+        let status = response.status().as_u16();
+        let refused = response.extensions().get::<crate::answer::Refused>();
+        if let Some((cause, os_error)) = refused.and_then(|r| r.cause.as_ref()) {
+            tracing::error!(cause = %cause, os_error, "request failed");
+        }
+        let latency_us = latency.as_micros() as u64;
+        match refused.map_or(tracing::Level::INFO, |r| r.level) {
+            tracing::Level::ERROR => tracing::error!(status, latency_us, "request"),
+            tracing::Level::WARN => tracing::warn!(status, latency_us, "request"),
+            _ => tracing::info!(status, latency_us, "request"),
+        }
+    }
 }
 
 fn truncate(s: &str, max: usize) -> &str {

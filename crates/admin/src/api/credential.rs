@@ -9,8 +9,6 @@
 //! or an unknown scope gives no power, and a credential without a scope
 //! may do nothing but say who it is.
 
-use x509_parser::extensions::GeneralName;
-
 /// What a credential may do.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -64,28 +62,12 @@ pub struct Caller {
 impl Caller {
     /// Reads a verified client certificate (DER); `Err` says why it gives no power.
     pub fn from_der(der: &[u8]) -> Result<Caller, String> {
-        let (_, cert) = x509_parser::parse_x509_certificate(der)
-            .map_err(|e| format!("an unreadable certificate: {e}"))?;
-        let name = cert
-            .subject()
-            .iter_common_name()
-            .next()
-            .and_then(|cn| cn.as_str().ok())
-            .ok_or("the credential has no common name")?
-            .to_string();
+        let names = janus_core::pki::names_of(der, "the credential").map_err(|e| e.to_string())?;
+        let name = names.common_name.ok_or("the credential has no common name")?;
         if !janus_store::audit::is_admin_name(&name) {
             return Err("the credential's common name cannot name an admin (1 to 64 letters, digits, '.', '_', '-' or '@')".into());
         }
-        let mut scopes: Vec<Scope> = match cert.subject_alternative_name() {
-            Ok(Some(san)) => san
-                .value
-                .general_names
-                .iter()
-                .filter_map(|n| if let GeneralName::URI(uri) = n { Scope::from_uri(uri) } else { None })
-                .collect(),
-            Ok(None) => Vec::new(),
-            Err(e) => return Err(format!("an unreadable subject alternative name: {e}")),
-        };
+        let mut scopes: Vec<Scope> = names.uris.iter().filter_map(|uri| Scope::from_uri(uri)).collect();
         scopes.sort();
         scopes.dedup();
         Ok(Caller { name, scopes })

@@ -7,15 +7,16 @@
 //! for ever; a state that cannot be told or written now is 503 with
 //! `Retry-After`, so such a client retries; our own fault is 500 and its
 //! cause is logged, never sent; never 409. Every refusal is logged once,
-//! by the request middleware ([`super::log_request`]), with the
+//! by the request's trace layer (`AdminLine`), with the
 //! credential's name.
 
-use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 
 use crate::AdminError;
 use janus_store::{Refusal, StoreError};
+
+use janus_endpoint::answer::{ErrorAnswer, answer};
 
 /// Why an admin API request was not done.
 #[derive(Debug, thiserror::Error)]
@@ -69,33 +70,39 @@ impl AdminApiError {
     }
 }
 
-/// What the request middleware logs of a refusal: its level and what it
-/// says (for a fault, the cause the client was not told).
-#[derive(Debug, Clone)]
-pub struct Refused {
-    /// [`AdminApiError::log_level`].
-    pub level: tracing::Level,
-    /// The refusal's words, or the fault's cause.
-    pub why: String,
+impl ErrorAnswer for AdminApiError {
+    fn status(&self) -> StatusCode {
+        AdminApiError::status(self)
+    }
+
+    fn log_level(&self) -> tracing::Level {
+        AdminApiError::log_level(self)
+    }
+
+    /// A state that cannot be told now is worth asking again soon.
+    fn retry_after(&self) -> Option<u64> {
+        matches!(self, AdminApiError::Unavailable(_)).then_some(5)
+    }
+
+    /// Escaped as a terminal shows it: the words may carry a node's name.
+    fn said(&self) -> String {
+        match self {
+            AdminApiError::Internal(_) => "internal error: see the server's log".to_string(),
+            other => janus_core::terminal::escape(&other.to_string()).into_owned(),
+        }
+    }
+
+    fn withheld(&self) -> Option<(String, Option<i32>)> {
+        match self {
+            AdminApiError::Internal(cause) => Some((cause.clone(), None)),
+            _ => None,
+        }
+    }
 }
 
 impl IntoResponse for AdminApiError {
     fn into_response(self) -> Response {
-        let status = self.status();
-        let level = self.log_level();
-        let (said, why) = match self {
-            AdminApiError::Internal(cause) => ("internal error: see the server's log".to_string(), cause),
-            other => {
-                let said = janus_core::terminal::escape(&other.to_string()).into_owned();
-                (said.clone(), said)
-            }
-        };
-        let mut response = (status, Json(serde_json::json!({ "error": said }))).into_response();
-        if status == StatusCode::SERVICE_UNAVAILABLE {
-            response.headers_mut().insert(axum::http::header::RETRY_AFTER, 5u64.into());
-        }
-        response.extensions_mut().insert(Refused { level, why });
-        response
+        answer(&self)
     }
 }
 
@@ -188,6 +195,7 @@ mod tests {
         let said = AdminApiError::from(StoreError::Io(io())).to_string();
         assert!(!said.contains("/s/t") && said.contains("OS error 28"), "{said}");
         let response = AdminApiError::Internal("a panic: secret detail".into()).into_response();
-        assert_eq!(response.extensions().get::<Refused>().unwrap().why, "a panic: secret detail");
+        let refused = janus_endpoint::answer::refused(&response).unwrap();
+        assert_eq!(refused.cause.as_ref().map(|(cause, _)| cause.as_str()), Some("a panic: secret detail"));
     }
 }

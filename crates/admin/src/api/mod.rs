@@ -25,6 +25,7 @@ use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum_server::accept::Accept;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
@@ -197,39 +198,68 @@ fn spawn(
     Ok(tokio::spawn(server.serve(routes::router(api).into_make_service())))
 }
 
-/// One log line per request, in a span naming the credential: its status
-/// and time, and for a refusal what it said (for a fault, its cause).
-async fn log_request(
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use tracing::Instrument;
-    let credential = match request.extensions().get::<Authenticated>().map(|a| a.as_ref().as_ref()) {
-        Some(Ok(caller)) => janus_core::terminal::escape(&caller.name).into_owned(),
-        _ => "-".to_string(),
-    };
-    let span = tracing::info_span!(
-        "admin_request",
-        method = %request.method(),
-        path = %request.uri().path(),
-        credential = %credential
-    );
-    let started = tokio::time::Instant::now();
-    let response = next.run(request).instrument(span.clone()).await;
-    let _entered = span.enter();
-    let status = response.status().as_u16();
-    let latency_us = started.elapsed().as_micros() as u64;
-    match response.extensions().get::<error::Refused>() {
-        Some(refused) if refused.level == tracing::Level::ERROR => {
-            tracing::error!(status, latency_us, cause = %refused.why, "admin request failed")
-        }
-        Some(refused) if refused.level == tracing::Level::WARN => {
-            tracing::warn!(status, latency_us, why = %refused.why, "admin request refused")
-        }
-        Some(refused) => tracing::info!(status, latency_us, why = %refused.why, "admin request refused"),
-        None => tracing::info!(status, latency_us, "admin request"),
+/// The admin API's request spans and log lines: tower-http's
+/// [`TraceLayer`](tower_http::trace::TraceLayer), as on the nodes' port.
+type Traced = tower_http::trace::TraceLayer<
+    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
+    AdminSpan,
+    (),
+    AdminLine,
+    (),
+    (),
+    (),
+>;
+
+fn traced() -> Traced {
+    tower_http::trace::TraceLayer::new_for_http()
+        .make_span_with(AdminSpan)
+        .on_request(())
+        .on_response(AdminLine)
+        .on_body_chunk(())
+        .on_eos(())
+        .on_failure(())
+}
+
+/// A request's span: method, path and the credential's name (`-` for none).
+#[derive(Clone, Copy)]
+struct AdminSpan;
+
+impl<B> tower_http::trace::MakeSpan<B> for AdminSpan {
+    fn make_span(&mut self, request: &axum::http::Request<B>) -> tracing::Span {
+        let credential = match request.extensions().get::<Authenticated>().map(|a| a.as_ref().as_ref()) {
+            Some(Ok(caller)) => janus_core::terminal::escape(&caller.name).into_owned(),
+            _ => "-".to_string(),
+        };
+        tracing::info_span!(
+            "admin_request",
+            method = %request.method(),
+            path = %request.uri().path(),
+            credential = %credential
+        )
     }
-    response
+}
+
+/// One line per request, in its span: its status and time, and for a
+/// refusal what it said (for a fault, its cause).
+#[derive(Clone, Copy)]
+struct AdminLine;
+
+impl<B> tower_http::trace::OnResponse<B> for AdminLine {
+    fn on_response(self, response: &axum::http::Response<B>, latency: Duration, _: &tracing::Span) {
+        let status = response.status().as_u16();
+        let latency_us = latency.as_micros() as u64;
+        match response.extensions().get::<janus_endpoint::answer::Refused>() {
+            Some(refused) if refused.level == tracing::Level::ERROR => {
+                let cause = refused.cause.as_ref().map_or(refused.said.as_str(), |(cause, _)| cause);
+                tracing::error!(status, latency_us, cause = %cause, "admin request failed")
+            }
+            Some(refused) if refused.level == tracing::Level::WARN => {
+                tracing::warn!(status, latency_us, why = %refused.said, "admin request refused")
+            }
+            Some(refused) => tracing::info!(status, latency_us, why = %refused.said, "admin request refused"),
+            None => tracing::info!(status, latency_us, "admin request"),
+        }
+    }
 }
 
 /// The TLS handshake, then the credential it verified, given to every

@@ -128,7 +128,7 @@ pub(super) fn router(api: Api) -> Router {
         .router
         .fallback(|| async { AdminApiError::NotFound("no such route: see GET /v1/openapi.json".into()) })
         .layer(DefaultBodyLimit::max(16 * 1024))
-        .layer(axum::middleware::from_fn(super::log_request))
+        .layer(super::traced())
         .with_state(api)
 }
 

@@ -233,6 +233,42 @@ pub fn verify_bundle(root_der: &[u8], bundle_bytes: &[u8]) -> Result<BundlePaylo
     Ok(body)
 }
 
+/// What a client certificate names: its first common name (when it has
+/// one as text) and the URIs among its subject alternative names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// The subject's first common name.
+    pub common_name: Option<String>,
+    /// Its URI subject alternative names, in order.
+    pub uris: Vec<String>,
+}
+
+/// The [`Names`] of the certificate `der`; `what` names it in an error.
+pub fn names_of(der: &[u8], what: &str) -> Result<Names, PkiError> {
+    let cert = parse(der, what)?;
+    let common_name =
+        cert.subject().iter_common_name().next().and_then(|cn| cn.as_str().ok()).map(str::to_string);
+    let uris = match cert.subject_alternative_name() {
+        Ok(Some(san)) => san
+            .value
+            .general_names
+            .iter()
+            .filter_map(|n| match n {
+                x509_parser::extensions::GeneralName::URI(uri) => Some(uri.to_string()),
+                _ => None,
+            })
+            .collect(),
+        Ok(None) => Vec::new(),
+        Err(e) => {
+            return Err(PkiError::Unparsable {
+                what: what.to_string(),
+                reason: format!("its subject alternative name: {e}"),
+            });
+        }
+    };
+    Ok(Names { common_name, uris })
+}
+
 /// Whether `issuer`'s key signed `der` (both certificates, DER); false
 /// when either does not parse.
 pub fn signed_by(der: &[u8], issuer: &[u8]) -> bool {
