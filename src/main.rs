@@ -60,39 +60,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             }
             None => Ok(ExitCode::from(runtime()?.block_on(agent::run_command(&command.args.to_agent()))?)),
         },
-        Command::Nodes(args) => {
-            if let Some(client) = remote(&args.remote)? {
-                let out = runtime()?
-                    .block_on(janus_registration::admin_api::client::nodes(&client, &args.command))?;
-                // A followed stream has printed itself already.
-                if !out.is_empty() {
-                    print(&out);
-                }
-                return Ok(ExitCode::SUCCESS);
-            }
-            let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-            act_as(args.acting_for.as_deref())?;
-            let out = admin::nodes(state, &args.command)?;
-            // A streamed listing has printed itself already.
-            if !out.is_empty() {
-                print(&out);
-            }
-            Ok(ExitCode::SUCCESS)
-        }
-        Command::Tokens(mut args) => {
-            args.command.read_secrets()?;
-            if let Some(client) = remote(&args.remote)? {
-                print(
-                    &runtime()?
-                        .block_on(janus_registration::admin_api::client::tokens(&client, &args.command))?,
-                );
-                return Ok(ExitCode::SUCCESS);
-            }
-            let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-            act_as(args.acting_for.as_deref())?;
-            print(&admin::tokens(state, &args.command)?);
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Nodes(args) => nodes(args),
+        Command::Tokens(args) => tokens(args),
         Command::UserData(command) => {
             print(&admin::user_data::user_data(&command)?);
             Ok(ExitCode::SUCCESS)
@@ -114,21 +83,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Manpage(args) => {
-            let command = <Cli as clap::CommandFactory>::command();
-            match &args.out {
-                None => {
-                    let mut page = Vec::new();
-                    clap_mangen::Man::new(command)
-                        .render(&mut page)
-                        .map_err(|e| format!("cannot write the manual page: {e}"))?;
-                    print(String::from_utf8_lossy(&page).trim_end());
-                }
-                Some(dir) => {
-                    let written = write_manpages(command, "", dir)
-                        .map_err(|e| format!("cannot write the manual pages into {}: {e}", dir.display()))?;
-                    print(&format!("wrote {written} manual pages into {}", dir.display()));
-                }
-            }
+            manpage(&args.out)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Healthcheck(args) => {
@@ -140,6 +95,61 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `nodes`: through the admin API with `--server`, else on the state directory.
+fn nodes(args: janus_registration::cli::NodesArgs) -> Result<ExitCode, Failure> {
+    if let Some(client) = remote(&args.remote)? {
+        let out =
+            runtime()?.block_on(janus_registration::admin_api::client::nodes(&client, &args.command))?;
+        // A followed stream has printed itself already.
+        if !out.is_empty() {
+            print(&out);
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
+    act_as(args.acting_for.as_deref())?;
+    let out = admin::nodes(state, &args.command)?;
+    // A streamed listing has printed itself already.
+    if !out.is_empty() {
+        print(&out);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `tokens`: through the admin API with `--server`, else on the state
+/// directory; secrets read from their files (or stdin) first.
+fn tokens(mut args: janus_registration::cli::TokensArgs) -> Result<ExitCode, Failure> {
+    args.command.read_secrets()?;
+    if let Some(client) = remote(&args.remote)? {
+        print(&runtime()?.block_on(janus_registration::admin_api::client::tokens(&client, &args.command))?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
+    act_as(args.acting_for.as_deref())?;
+    print(&admin::tokens(state, &args.command)?);
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `manpage`: the page on stdout, or every page into `out`.
+fn manpage(out: &Option<std::path::PathBuf>) -> Result<(), Failure> {
+    let command = <Cli as clap::CommandFactory>::command();
+    match out {
+        None => {
+            let mut page = Vec::new();
+            clap_mangen::Man::new(command)
+                .render(&mut page)
+                .map_err(|e| format!("cannot write the manual page: {e}"))?;
+            print(String::from_utf8_lossy(&page).trim_end());
+        }
+        Some(dir) => {
+            let written = write_manpages(command, "", dir)
+                .map_err(|e| format!("cannot write the manual pages into {}: {e}", dir.display()))?;
+            print(&format!("wrote {written} manual pages into {}", dir.display()));
+        }
+    }
+    Ok(())
 }
 
 /// Startup checks first, then the socket, then (for the demo) what to try.

@@ -107,6 +107,10 @@ fn openssl_accepts_what_certs_mints_and_serve_starts_on_it() {
 
 /// `fleet.sh`'s openssl commands, and our bundle check on their result.
 #[test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "a scenario read top to bottom: each step beside what it must show"
+)]
 fn a_fleet_made_by_openssl_verifies_with_our_code() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();

@@ -174,6 +174,10 @@ async fn healthz_metrics_and_json_logs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[expect(
+    clippy::too_many_lines,
+    reason = "a scenario read top to bottom: each step beside what it must show"
+)]
 async fn three_replicas_on_one_state_directory_survive_a_kill_9() {
     let fx = Fixture::new();
     let tokens: Vec<String> = (0..30).map(|i| format!("replica-token-{i}")).collect();

@@ -47,6 +47,10 @@ async fn announce_to(fx: &Fixture, addr: std::net::SocketAddr, body: Vec<u8>) ->
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs two GlusterFS mounts: scripts/replicas-on-gluster.sh sets them up and runs it"]
+#[expect(
+    clippy::too_many_lines,
+    reason = "a scenario read top to bottom: each step beside what it must show"
+)]
 async fn exactly_once_across_two_mounts_of_one_gluster_volume() {
     let mounts = std::env::var("JANUS_GLUSTER_MOUNTS").expect("JANUS_GLUSTER_MOUNTS names the two mounts");
     let (one, two) = mounts.split_once(':').expect("JANUS_GLUSTER_MOUNTS=/mount/one:/mount/two");
@@ -306,6 +310,10 @@ fn percentile(samples: &mut [f64], p: f64) -> f64 {
 /// `JANUS_GLUSTER_SERVER_BIN` runs another build as the replica (A/B).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 #[ignore = "needs two GlusterFS mounts: scripts/replicas-on-gluster.sh sets them up and runs it"]
+#[expect(
+    clippy::too_many_lines,
+    reason = "a scenario read top to bottom: each step beside what it must show"
+)]
 async fn polls_and_health_checks_during_a_token_burst_on_gluster() {
     const BURST: usize = 960;
     const POLLED: usize = 8;

@@ -6,6 +6,10 @@ use janus_registration::certs;
 use serde_json::json;
 
 #[tokio::test]
+#[expect(
+    clippy::too_many_lines,
+    reason = "a scenario read top to bottom: each step beside what it must show"
+)]
 async fn every_bad_announcement_is_a_400_naming_the_field() {
     let fx = Fixture::new();
     fx.write_tokens("t1\n");

@@ -252,6 +252,10 @@ fn summarize(samples: &[Option<Sample>], seconds: f64, server_cpu_seconds: Optio
     }
 }
 
+/// A node the swarm announced and the endpoint recorded: its id, its poll
+/// secret, and the trust its answer carried (admitted at once).
+type Enrolled = (String, String, Option<Trust>);
+
 /// Runs a swarm: announcements, then polls; the figures of each phase.
 /// `fleet_root_pem` and `tokens` are the files `config` names, read.
 pub async fn run(
@@ -264,8 +268,8 @@ pub async fn run(
         Some(addr) => Endpoint::new(addr, fleet_root_pem, b"")?,
         None => endpoint.clone(),
     };
-    let total_polls = config.nodes * config.polls;
     if let Some(path) = config.only_get.clone() {
+        let total_polls = config.nodes * config.polls;
         let (poll, _) =
             drive(&endpoint, total_polls, config.concurrency, config.server_pid, Duration::ZERO, move |_| {
                 (path.clone(), vec![], None)
@@ -273,7 +277,21 @@ pub async fn run(
             .await;
         return Ok(Report { poll: Some(poll), ..Default::default() });
     }
-    // Minted before the clock starts: CA generation is the node's, not the endpoint's, cost.
+    let (mut report, enrolled) = announce_all(&endpoint, config, tokens).await?;
+    if !enrolled.is_empty() && config.polls > 0 {
+        poll_all(&poll_endpoint, config, enrolled, &mut report).await;
+    }
+    Ok(report)
+}
+
+/// Announces `config.nodes` nodes (each with its own CA, minted before
+/// the clock starts: CA generation is the node's cost, not the
+/// endpoint's), approving the pending ones when asked to.
+async fn announce_all(
+    endpoint: &Endpoint,
+    config: &SwarmArgs,
+    tokens: &[SecretString],
+) -> Result<(Report, Vec<Enrolled>), AgentError> {
     let bodies: Vec<(Vec<u8>, String)> = (0..config.nodes)
         .map(|i| {
             let name = format!("swarm-{i}");
@@ -293,7 +311,7 @@ pub async fn run(
     let bodies = Arc::new(bodies);
     let for_announce = bodies.clone();
     let (announce, samples) =
-        drive(&endpoint, config.nodes, config.concurrency, config.server_pid, Duration::ZERO, move |i| {
+        drive(endpoint, config.nodes, config.concurrency, config.server_pid, Duration::ZERO, move |i| {
             (
                 "/register".into(),
                 vec![("Content-Type", "application/json".into())],
@@ -325,47 +343,46 @@ pub async fn run(
         }
         enrolled.push((answer.id, bodies[i].1.clone(), answer.trust));
     }
-    let mut report = Report { announce: Some(announce), admitted_in_answer, ..Default::default() };
-    if !enrolled.is_empty() && config.polls > 0 {
-        let enrolled = Arc::new(enrolled);
-        let count = enrolled.len() * config.polls;
-        let for_poll = enrolled.clone();
-        let retry_for = config.poll_retry_for;
-        let (poll, samples) =
-            drive(&poll_endpoint, count, config.concurrency, config.server_pid, retry_for, move |i| {
-                let (id, secret, _) = &for_poll[i % for_poll.len()];
-                (format!("/register/{id}"), vec![("Authorization", format!("Bearer {secret}"))], None)
-            })
-            .await;
-        // A node admitted in its answer must be handed the same trust when it polls.
-        // And each node's last answer (samples are in order), for the
-        // report of those never handed it.
-        let mut trusted = vec![false; enrolled.len()];
-        let mut last = vec!["missing"; enrolled.len()];
-        for (i, sample) in samples.iter().enumerate() {
-            let node = i % enrolled.len();
-            let (_, _, in_answer) = &enrolled[node];
-            let polled = sample.as_ref().filter(|s| s.outcome == "200");
-            let polled = polled.and_then(|s| serde_json::from_slice::<Trust>(&s.body).ok());
-            trusted[node] |= polled.is_some_and(|t| in_answer.as_ref() == Some(&t));
-            last[node] = match sample.as_ref().map(|s| s.outcome.as_str()) {
-                Some("200") => "200-other-trust",
-                Some(outcome) => outcome,
-                None => "missing",
-            };
-        }
-        for (((id, _, in_answer), trusted), outcome) in enrolled.iter().zip(&trusted).zip(last) {
-            if in_answer.is_some() && !*trusted {
-                report.admitted_untrusted_in_poll += 1;
-                *report.untrusted_poll_outcomes.entry(outcome.into()).or_default() += 1;
-                if report.untrusted_ids.len() < 10 {
-                    report.untrusted_ids.push(id.clone());
-                }
+    Ok((Report { announce: Some(announce), admitted_in_answer, ..Default::default() }, enrolled))
+}
+
+/// Polls each enrolled node `config.polls` times. A node admitted in its
+/// answer must be handed the same trust when it polls: those never handed
+/// it are counted in `report`, by their last answer (samples are in order).
+async fn poll_all(endpoint: &Endpoint, config: &SwarmArgs, enrolled: Vec<Enrolled>, report: &mut Report) {
+    let enrolled = Arc::new(enrolled);
+    let count = enrolled.len() * config.polls;
+    let for_poll = enrolled.clone();
+    let (poll, samples) =
+        drive(endpoint, count, config.concurrency, config.server_pid, config.poll_retry_for, move |i| {
+            let (id, secret, _) = &for_poll[i % for_poll.len()];
+            (format!("/register/{id}"), vec![("Authorization", format!("Bearer {secret}"))], None)
+        })
+        .await;
+    let mut trusted = vec![false; enrolled.len()];
+    let mut last = vec!["missing"; enrolled.len()];
+    for (i, sample) in samples.iter().enumerate() {
+        let node = i % enrolled.len();
+        let (_, _, in_answer) = &enrolled[node];
+        let polled = sample.as_ref().filter(|s| s.outcome == "200");
+        let polled = polled.and_then(|s| serde_json::from_slice::<Trust>(&s.body).ok());
+        trusted[node] |= polled.is_some_and(|t| in_answer.as_ref() == Some(&t));
+        last[node] = match sample.as_ref().map(|s| s.outcome.as_str()) {
+            Some("200") => "200-other-trust",
+            Some(outcome) => outcome,
+            None => "missing",
+        };
+    }
+    for (((id, _, in_answer), trusted), outcome) in enrolled.iter().zip(&trusted).zip(last) {
+        if in_answer.is_some() && !*trusted {
+            report.admitted_untrusted_in_poll += 1;
+            *report.untrusted_poll_outcomes.entry(outcome.into()).or_default() += 1;
+            if report.untrusted_ids.len() < 10 {
+                report.untrusted_ids.push(id.clone());
             }
         }
-        report.poll = Some(poll);
     }
-    Ok(report)
+    report.poll = Some(poll);
 }
 
 /// The `agent swarm` command.

@@ -17,7 +17,7 @@
 //! repeated runs the program at most once. At most [`CONCURRENCY`] run at
 //! once, through the one runner ([`crate::program`]) (an environment of its
 //! own, output kept for the log, the group killed before the program is
-//! reaped, every wait bounded). Claims older than [`CLAIMS_KEPT`] are
+//! reaped, every wait bounded). Claims older than `CLAIMS_KEPT` are
 //! removed. A crash between a claim and its run loses that run:
 //! orchestrators reconcile with `nodes list --admitted-since`.
 

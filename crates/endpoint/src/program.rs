@@ -84,7 +84,7 @@ impl Programs {
         }
     }
 
-    /// Runs `command` on `input` ([`run`]), its group registered while it runs.
+    /// Runs `command` on `input` in a process group of its own, registered while it runs.
     pub async fn run(&self, command: &std::path::Path, timeout: Duration, input: &serde_json::Value) -> Ran {
         run(command, timeout, &self.groups, input).await
     }

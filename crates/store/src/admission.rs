@@ -82,6 +82,14 @@ impl Admission {
     }
 }
 
+/// A claim whose token had no use left for it: the token's ledger entry,
+/// its uses, and the claim file that waits.
+struct SpentClaim<'a> {
+    mac: &'a Mac,
+    uses: u32,
+    claim_path: &'a std::path::Path,
+}
+
 impl Store {
     /// Stores `record` (whose id is new and which says not admitted) and
     /// admits it when `token` has a free use. Returns the id the node is
@@ -108,7 +116,6 @@ impl Store {
         room: bool,
     ) -> StoreResult<Admission> {
         let id = record.id.clone();
-        let no_room = Admission { id: id.clone(), outcome: Outcome::NoRoom };
         // Before any token: a rejected CA spends no use.
         if let Some(answer) = self.answer_for_rejected_ca(&record, token, room)? {
             return Ok(answer);
@@ -130,23 +137,7 @@ impl Store {
             return Err(StoreError::TokenMeta(why));
         }
         let Offer::Valid { mac, uses, labels } = offer else {
-            // Spent (and blanked, its metadata gone) by this CA, maybe,
-            // through a replica that stopped before linking the CA index.
-            if !token.is_empty() {
-                let mac = self.tokens.ledger.mac(token)?;
-                if let Some(earlier) =
-                    self.recent_holder_with_same_ca(&mac, &record, super::tokens::MAX_USES)?
-                    && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
-                {
-                    return Ok(admission);
-                }
-            }
-            if !room {
-                return Ok(no_room);
-            }
-            self.write_record(&record)?;
-            self.audit.record(announced(&record, !token.is_empty()))?;
-            return Ok(Admission { id, outcome: Outcome::Pending });
+            return self.pending_without_a_use(record, token, bundle_version, room);
         };
         record.token_claim = Some(mac.as_str().to_string());
         // In the claim, so a recovery finishes with them; a node left
@@ -158,33 +149,73 @@ impl Store {
         if self.claim_a_use(&mut record, token, &mac, uses, &claim_path, bundle_version)? {
             return Ok(Admission { id, outcome: Outcome::Admitted });
         }
-        // Every use is spent. By this CA, maybe, through a replica that
-        // stalled or died between its marker and its CA index: found among
-        // the latest uses, the index is made and the node readmitted.
-        if let Some(earlier) = self.recent_holder_with_same_ca(&mac, &record, uses)?
-            && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
+        let spent = SpentClaim { mac: &mac, uses, claim_path: &claim_path };
+        self.pending_with_every_use_spent(&record, token, spent, bundle_version, room)
+    }
+
+    /// A token that offers no use (none given, unlisted, spent, revoked,
+    /// expired): the node waits for an admin. Unless this CA spent it
+    /// (and it was blanked, its metadata gone) through a replica that
+    /// stopped before linking the CA index: then it is readmitted.
+    fn pending_without_a_use(
+        &self,
+        record: NodeRecord,
+        token: &str,
+        bundle_version: u64,
+        room: bool,
+    ) -> StoreResult<Admission> {
+        if !token.is_empty() {
+            let mac = self.tokens.ledger.mac(token)?;
+            if let Some(earlier) = self.recent_holder_with_same_ca(&mac, &record, super::tokens::MAX_USES)?
+                && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
+            {
+                return Ok(admission);
+            }
+        }
+        if !room {
+            return Ok(Admission { id: record.id, outcome: Outcome::NoRoom });
+        }
+        self.write_record(&record)?;
+        self.audit.record(announced(&record, !token.is_empty()))?;
+        Ok(Admission { id: record.id, outcome: Outcome::Pending })
+    }
+
+    /// A claim made, but every use was spent meanwhile. By this CA, maybe,
+    /// through a replica that stalled or died between its marker and its
+    /// CA index: found among the latest uses, the index is made and the
+    /// node readmitted. Else the node waits for an admin, as without a
+    /// token; its claim, linked nowhere, becomes its record. The token is
+    /// blanked once no admission of it can still fail and give a use back
+    /// (else the next sweep does it).
+    fn pending_with_every_use_spent(
+        &self,
+        record: &NodeRecord,
+        token: &str,
+        spent: SpentClaim<'_>,
+        bundle_version: u64,
+        room: bool,
+    ) -> StoreResult<Admission> {
+        let id = record.id.clone();
+        if let Some(earlier) = self.recent_holder_with_same_ca(spent.mac, record, spent.uses)?
+            && let Some(admission) = self.readmit(earlier, record, token, bundle_version)?
         {
-            durable::remove_durably(&claim_path)?;
+            durable::remove_durably(spent.claim_path)?;
             return Ok(admission);
         }
-        // The node waits for an admin, as without a
-        // token; its claim, linked nowhere, becomes its record. The token
-        // is blanked once no admission of it can still fail and give a use
-        // back (else the next sweep does it).
-        if self.tokens.ledger.spent_for_good(&mac, uses)? {
+        if self.tokens.ledger.spent_for_good(spent.mac, spent.uses)? {
             self.tokens.spent(token);
         } else {
             self.tokens.sweep_later();
         }
         if !room {
-            durable::remove_durably(&claim_path)?;
-            return Ok(no_room);
+            durable::remove_durably(spent.claim_path)?;
+            return Ok(Admission { id, outcome: Outcome::NoRoom });
         }
         let record_path = self.record_path(&id);
         // Linked nowhere (its marker was never made): the record a later
         // write renames over must not live on through a second name.
-        durable::rename_durably(&claim_path, &record_path)?;
-        self.audit.record(announced(&record, true))?;
+        durable::rename_durably(spent.claim_path, &record_path)?;
+        self.audit.record(announced(record, true))?;
         Ok(Admission { id, outcome: Outcome::Pending })
     }
 

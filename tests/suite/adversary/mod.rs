@@ -772,7 +772,26 @@ fn check(world: &World) -> Vec<String> {
     let events = world.events.lock().unwrap().clone();
     let tokens = world.tokens.lock().unwrap();
     let ca_hashes = world.ca_hashes.lock().unwrap().clone();
-    // No record or audit line torn.
+    broken.extend(torn(&state));
+    let first_admitted = first_admissions(&events);
+    broken.extend(token_promises(&tokens, &events, &first_admitted));
+    broken.extend(decision_promises(&state, &events, &first_admitted, &ca_hashes));
+    for event in &events {
+        match event {
+            Event::Unanswered { what } => broken.push(format!("{what} went unanswered by a running server")),
+            Event::Failed { what } => broken.push(what.clone()),
+            _ => {}
+        }
+    }
+    broken
+}
+
+/// When each id was first answered admitted: (start, wall time, token, CA).
+type FirstAdmitted<'a> = HashMap<&'a str, (u64, i64, &'a str, usize)>;
+
+/// No record or audit line torn.
+fn torn(state: &std::path::Path) -> Vec<String> {
+    let mut broken = Vec::new();
     for path in files_below(&state.join("nodes")) {
         let name = path.file_name().unwrap().to_string_lossy().to_string();
         if name.ends_with(".json") && !name.starts_with(".tmp-") {
@@ -782,14 +801,17 @@ fn check(world: &World) -> Vec<String> {
             }
         }
     }
-    for line in audit_trail(&state).lines().filter(|l| !l.trim().is_empty()) {
+    for line in audit_trail(state).lines().filter(|l| !l.trim().is_empty()) {
         if serde_json::from_str::<serde_json::Value>(line).is_err() {
             broken.push(format!("torn audit line {line:?}"));
         }
     }
-    // When each id was first answered admitted, and by which token.
-    let mut first_admitted: HashMap<&str, (u64, i64, &str, usize)> = HashMap::new();
-    for event in &events {
+    broken
+}
+
+fn first_admissions(events: &[Event]) -> FirstAdmitted<'_> {
+    let mut first_admitted: FirstAdmitted<'_> = HashMap::new();
+    for event in events {
         if let Event::Answer { start, wall, token, ca, id, admitted: true } = event {
             let seen = first_admitted.entry(id.as_str()).or_insert((*start, *wall, token.as_str(), *ca));
             if *start < seen.0 {
@@ -797,6 +819,13 @@ fn check(world: &World) -> Vec<String> {
             }
         }
     }
+    first_admitted
+}
+
+/// A token admits at most its uses, none once revoked or expired, and
+/// loses none.
+fn token_promises(tokens: &[Token], events: &[Event], first_admitted: &FirstAdmitted<'_>) -> Vec<String> {
+    let mut broken = Vec::new();
     for t in tokens.iter() {
         let admitted: Vec<_> =
             first_admitted.iter().filter(|(_, (_, _, token, _))| *token == t.token).collect();
@@ -857,11 +886,24 @@ fn check(world: &World) -> Vec<String> {
             ));
         }
     }
+    broken
+}
+
+/// Every admin approval stands until the admin changes it; no
+/// acknowledged admission is lost; a rejection sticks until the forget
+/// that lifts it, and admits nobody meanwhile.
+fn decision_promises(
+    state: &std::path::Path,
+    events: &[Event],
+    first_admitted: &FirstAdmitted<'_>,
+    ca_hashes: &[String],
+) -> Vec<String> {
+    let mut broken = Vec::new();
     let withdrawn_after = |id: &str, after: u64| {
         events.iter().any(|e| matches!(e, Event::Withdrew { id: w, end } if w == id && *end > after))
     };
     // Every admin approval stands until the admin changes it.
-    for event in &events {
+    for event in events {
         if let Event::Approved { id, start, record } = event
             && !withdrawn_after(id, *start)
         {
@@ -874,7 +916,7 @@ fn check(world: &World) -> Vec<String> {
         }
     }
     // No acknowledged admission lost.
-    for (id, (start, _, _, _)) in &first_admitted {
+    for (id, (start, _, _, _)) in first_admitted {
         if !withdrawn_after(id, *start) {
             let record = fs::read(state.join("nodes").join(format!("{id}.json"))).ok();
             let admitted = record
@@ -886,7 +928,7 @@ fn check(world: &World) -> Vec<String> {
         }
     }
     // A rejection sticks until the forget that lifts it, and admits nobody meanwhile.
-    for event in &events {
+    for event in events {
         let Event::CaRejected { ca, start: rejected, end } = event else { continue };
         // A forget that ended after the reject started may have lifted it.
         let lifted_after = |after: u64| {
@@ -895,7 +937,7 @@ fn check(world: &World) -> Vec<String> {
         if !lifted_after(*rejected) && !state.join("rejected-cas").join(&ca_hashes[*ca]).exists() {
             broken.push(format!("the rejection of CA {ca} came undone"));
         }
-        for other in &events {
+        for other in events {
             if let Event::Answer { start, ca: c, id, admitted: true, .. } = other
                 && c == ca
                 && start > end
@@ -903,13 +945,6 @@ fn check(world: &World) -> Vec<String> {
             {
                 broken.push(format!("rejected CA {ca} was admitted as {id}"));
             }
-        }
-    }
-    for event in &events {
-        match event {
-            Event::Unanswered { what } => broken.push(format!("{what} went unanswered by a running server")),
-            Event::Failed { what } => broken.push(what.clone()),
-            _ => {}
         }
     }
     broken

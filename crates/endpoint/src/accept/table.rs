@@ -1,29 +1,16 @@
-//! Accepting connections: a table of open connections with caps in all,
-//! per source (an IPv4 address, an IPv6 /64) and per network (an IPv4 /24,
-//! an IPv6 /48), applied before any handshake work; and shedding instead of
-//! falling over: when the table is full, an idle connection — one that has
-//! not finished its TLS handshake, or has not sent a request since — is
-//! closed to make room, the oldest of the source that holds the most such,
-//! so a new source always gets a slot however many idle connections others
-//! opened, and is not the one closed while they hold more; under pressure a
-//! handshake gets less time.
-//!
-//! Invariants: a refused connection costs a closed socket and no more; every
-//! accepted stream holds its slot until it is dropped or evicted (an
-//! evicted stream's next read or write fails, and it is woken to see it);
-//! a connection whose first request has reached the router (its headers
-//! read) is never evicted, so no answer is cut off; the table's memory is
-//! bounded by its cap; refusals are typed ([`Refused`]) so the accept loop
-//! counts them without matching error text.
+//! The connection table: open connections counted in all, per source and
+//! per network, before any handshake work; a full table evicts the oldest
+//! idle connection of the source that holds the most (silent ones, that
+//! sent no byte, first); a stream holds its slot until it is dropped or
+//! evicted.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
-use std::time::Duration;
 
 use axum_server::accept::Accept;
 use prometheus_client::metrics::counter::Counter;
@@ -61,7 +48,7 @@ impl Refused {
 /// A network: an IPv4 /24 or an IPv6 /48 (a site's allocation), so one
 /// attacker's many addresses count together.
 pub fn network_key(ip: IpAddr) -> IpAddr {
-    match super::limits::source_key(ip) {
+    match crate::limits::source_key(ip) {
         IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & 0xffff_ff00).into()),
         IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 80) - 1)).into()),
     }
@@ -77,7 +64,7 @@ pub struct Caps {
     /// Of them, from one network (0: no such cap).
     pub per_network: usize,
     /// Whether a full table evicts the oldest idle connection (the TLS
-    /// listener, whose acceptor marks handshakes and requests: [`Shedding`])
+    /// listener, whose acceptor marks handshakes and requests: [`super::Shedding`])
     /// or refuses the new one (plain HTTP).
     pub evict: bool,
     /// Whether a source or network at its cap sheds its own oldest silent
@@ -234,7 +221,7 @@ impl ConnectionCap {
     }
 
     fn admit(&self, peer: Option<IpAddr>) -> Result<Slot, Refused> {
-        let peer = peer.map(|ip| (super::limits::source_key(ip), network_key(ip)));
+        let peer = peer.map(|ip| (crate::limits::source_key(ip), network_key(ip)));
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((source, network)) = peer {
             let over =
@@ -292,7 +279,7 @@ impl<S> Accept<TcpStream, S> for ConnectionCap {
         let _ = stream.set_nodelay(true);
         // The node behind a listed balancer, when its PROXY header named one.
         // fold: no state read: outside a PROXY scope there is no proxied source
-        let proxied = super::proxy::SOURCE.try_with(|source| *source).ok().flatten();
+        let proxied = crate::proxy::SOURCE.try_with(|source| *source).ok().flatten();
         let peer = proxied.or_else(|| stream.peer_addr().ok()).map(|a| a.ip());
         std::future::ready(match self.admit(peer) {
             Ok(slot) => Ok((Capped { inner: stream, slot }, service)),
@@ -376,118 +363,24 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Capped<I> {
     }
 }
 
-/// The time a handshake gets when the table is at `occupancy`: the full
-/// `configured` time below three quarters, then a second (a node on a
-/// working network needs a few round trips, an idle attacker all of it).
-pub fn handshake_time(configured: Duration, occupancy: f64) -> Duration {
-    if occupancy >= PRESSURE { configured.min(PRESSED_HANDSHAKE) } else { configured }
-}
-
 /// Set by a connection's service when a request reaches it (its headers
 /// read): from then on the connection is never evicted. Cheap to clone.
 #[derive(Clone)]
 pub struct RequestMark(Arc<Signal>);
 
 impl RequestMark {
-    fn set(&self) {
+    pub(super) fn set(&self) {
         if !self.0.requested.swap(true, Ordering::AcqRel) {
             self.0.waker.lock().unwrap_or_else(|e| e.into_inner()).take();
         }
     }
 }
 
-/// A connection's service that sets its [`RequestMark`] at each request.
-#[derive(Clone)]
-pub struct Marking<S> {
-    inner: S,
-    mark: RequestMark,
-    /// The source its PROXY header named: each request carries it.
-    source: Option<SocketAddr>,
-}
-
-impl<S, B> tower_service::Service<axum::http::Request<B>> for Marking<S>
-where
-    S: tower_service::Service<axum::http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: axum::http::Request<B>) -> S::Future {
-        self.mark.set();
-        if let Some(source) = self.source {
-            request.extensions_mut().insert(super::proxy::ProxiedSource(source));
-        }
-        self.inner.call(request)
-    }
-}
-
-/// From this occupancy on, handshakes get [`PRESSED_HANDSHAKE`].
-const PRESSURE: f64 = 0.75;
-/// The time a handshake gets under pressure.
-const PRESSED_HANDSHAKE: Duration = Duration::from_secs(1);
-
-/// The TLS acceptor with the table's bookkeeping around it: the handshake
-/// within [`handshake_time`] of the table's occupancy at accept, and the
-/// connection's service [`Marking`] its requests, so the connection is never
-/// evicted once one arrived.
-#[derive(Clone)]
-pub struct Shedding<A> {
-    /// The TLS acceptor (over a [`ConnectionCap`]).
-    pub tls: A,
-    /// The table the TLS acceptor's inner acceptor fills.
-    pub cap: ConnectionCap,
-    /// The handshake time when there is no pressure.
-    pub handshake: Duration,
-    /// The balancers whose connections start with a PROXY header (`--proxy-protocol`).
-    pub proxy: Arc<[super::proxy::Trusted]>,
-}
-
-impl<A, S> Accept<TcpStream, S> for Shedding<A>
-where
-    A: Accept<TcpStream, S, Stream = tokio_rustls::server::TlsStream<Capped<TcpStream>>>
-        + Clone
-        + Send
-        + Sync
-        + 'static,
-    A::Future: Send + 'static,
-    S: Send + 'static,
-    A::Service: Send + 'static,
-{
-    type Stream = A::Stream;
-    type Service = Marking<A::Service>;
-    type Future = Pin<Box<dyn std::future::Future<Output = io::Result<(A::Stream, Self::Service)>> + Send>>;
-
-    fn accept(&self, mut stream: TcpStream, service: S) -> Self::Future {
-        let within = handshake_time(self.handshake, self.cap.occupancy());
-        let (tls, proxy) = (self.tls.clone(), self.proxy.clone());
-        Box::pin(async move {
-            let handshake = async move {
-                // Only a listed balancer is asked whose connection it passes on.
-                let listed =
-                    stream.peer_addr().is_ok_and(|peer| super::proxy::expected_from(&proxy, peer.ip()));
-                let source = if listed { super::proxy::read_header(&mut stream).await? } else { None };
-                // The cap admits the connection as the accept is made (not polled).
-                let accepting = super::proxy::SOURCE.sync_scope(source, || tls.accept(stream, service));
-                let (stream, service) = accepting.await?;
-                Ok::<_, io::Error>((stream, service, source))
-            };
-            let (stream, service, source) = tokio::time::timeout(within, handshake)
-                .await
-                .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, Refused::HandshakeTimeout))??;
-            let mark = stream.get_ref().0.request_mark();
-            Ok((stream, Marking { inner: service, mark, source }))
-        })
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::accept::handshake_time;
+    use std::time::Duration;
 
     fn cap(max: usize, per_source: usize, per_network: usize) -> ConnectionCap {
         ConnectionCap::new(Caps { max, per_source, per_network, evict: true, shed_within: false })
