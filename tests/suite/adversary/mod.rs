@@ -157,6 +157,9 @@ struct World {
     /// Serializes the hand edits of `tokens.meta.json` with `tokens add`
     /// (an admin does one thing at a time with one file).
     meta_hands: tokio::sync::Mutex<()>,
+    /// The threads that will send a stopped server its SIGCONT: joined
+    /// before the liveness phase, which needs every server running.
+    resumes: Mutex<Vec<std::thread::JoinHandle<()>>>,
     /// Bumped each time the disk is filled or freed: a request that spans
     /// one may fail with a 500 (ENOSPC), as promised.
     disk_epoch: AtomicU64,
@@ -694,14 +697,18 @@ fn stop_a_server(world: &Arc<World>, rng: &mut StdRng) {
     // From a thread of its own: the async workers may all be blocked on
     // a lock the stopped server holds.
     let (world, pause) = (world.clone(), Duration::from_millis(rng.random_range(100..1500)));
-    std::thread::spawn(move || {
-        std::thread::sleep(pause);
-        let mut server = world.servers[i].lock().unwrap();
-        if let Some(process) = &server.process {
-            signal(process, rustix::process::Signal::CONT);
+    let resume = std::thread::spawn({
+        let world = world.clone();
+        move || {
+            std::thread::sleep(pause);
+            let mut server = world.servers[i].lock().unwrap();
+            if let Some(process) = &server.process {
+                signal(process, rustix::process::Signal::CONT);
+            }
+            server.stopped = false;
         }
-        server.stopped = false;
     });
+    world.resumes.lock().unwrap().push(resume);
 }
 
 /// SIGKILLs one server and starts it again.
@@ -981,6 +988,7 @@ fn new_world() -> Arc<World> {
         nodes: Mutex::default(),
         meta_away: Mutex::default(),
         tokens_backup: Mutex::default(),
+        resumes: Mutex::default(),
         meta_hands: tokio::sync::Mutex::default(),
         disk_epoch: AtomicU64::new(0),
         disk_hands: tokio::sync::Mutex::default(),
@@ -1015,7 +1023,9 @@ async fn finish(world: &Arc<World>) -> Vec<String> {
         );
     }
     owners::remove_links(world);
-    tokio::time::sleep(Duration::from_millis(1600)).await; // the last SIGCONT
+    // Every stopped server resumed: the last SIGCONT sent, not hoped for.
+    let resumes = std::mem::take(&mut *world.resumes.lock().unwrap());
+    tokio::task::spawn_blocking(move || resumes.into_iter().for_each(|r| r.join().unwrap())).await.unwrap();
     spend_every_use(world).await;
     if world.disk.is_some()
         && let Ok(stat) = rustix::fs::statvfs(world.state())
