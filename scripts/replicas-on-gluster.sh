@@ -23,27 +23,19 @@ cd "$(dirname "$0")/.."
 skip() { echo "replicas-on-gluster: SKIPPED: $*"; exit 0; }
 # shellcheck source=scripts/lib/gluster.sh
 . scripts/lib/gluster.sh
-# 'volume create' refuses 127.0.0.1 as the brick host; this machine's name
-# works once it resolves: a line added to /etc/hosts for the run, marked,
-# and taken out again by the teardown.
+# 'volume create' refuses 127.0.0.1 as the brick host: this machine's
+# name where it resolves, else its first address that is not a loopback
+# one. Nothing under /etc is touched.
 host="$(hostname)"
-hosts_line="127.0.0.1 $host # janus-registration replicas-on-gluster $$"
-added_hosts_line=""
 if ! getent hosts "$host" >/dev/null 2>&1; then
-  echo "$hosts_line" >>/etc/hosts
-  added_hosts_line=1
+  host="$(hostname -I 2>/dev/null | tr ' ' '\n' | grep -m1 -E '^[0-9.]+$' || true)"
+  [ -n "$host" ] || skip "this machine's name does not resolve and it has no address but loopback"
 fi
 
 root="$(mktemp -d /tmp/janus-gluster-XXXXXX)"
 volume="janus$$"
 started_glusterd=""
 teardown() {
-  if [ -n "$added_hosts_line" ]; then
-    # In place (not sed -i's rename): /etc/hosts may be a bind mount.
-    grep -vxF "$hosts_line" /etc/hosts >"$root.hosts" || true
-    cat "$root.hosts" >/etc/hosts
-    rm -f "$root.hosts"
-  fi
   umount -l "$root/m1" "$root/m2" 2>/dev/null || true
   gluster --mode=script volume stop "$volume" force >/dev/null 2>&1 || true
   gluster --mode=script volume delete "$volume" >/dev/null 2>&1 || true

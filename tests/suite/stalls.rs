@@ -24,32 +24,27 @@ async fn a_hung_state_file_stalls_no_worker_and_healthz_says_so() {
     let _ = std::fs::remove_file(&tokens);
     rustix::fs::mknodat(rustix::fs::CWD, &tokens, rustix::fs::FileType::Fifo, 0o600.into(), 0).unwrap();
 
-    // The next checks hang on the FIFO; probes are answered meanwhile, and
-    // once a check has run 10 s, with why.
-    let started = Instant::now();
-    let mut answers = Vec::new();
-    let stalled = loop {
-        let probe = Instant::now();
-        let answer = get(&client, "/healthz", None).await;
-        answers.push((answer.status, probe.elapsed()));
-        if answer.status == 503 {
-            break answer;
-        }
-        assert!(started.elapsed() < Duration::from_secs(30), "no 503 in 30 s: {answers:?}");
-        tokio::time::sleep(Duration::from_millis(200)).await;
+    // The next check hangs on the FIFO: a pool thread blocked opening it,
+    // as the kernel says (`wchan`), not guessed from a sleep. That the
+    // check is then said after its 10 s is the virtual-time test below.
+    let pid = server.child.id();
+    let stuck_on_the_fifo = || {
+        std::fs::read_dir(format!("/proc/{pid}/task")).into_iter().flatten().flatten().any(|task| {
+            std::fs::read_to_string(task.path().join("wchan")).is_ok_and(|w| w == "wait_for_partner")
+        })
     };
-    assert!(
-        json(&stalled)["reason"].as_str().unwrap().contains("has not finished a health check"),
-        "{}",
-        stalled.text()
-    );
-    assert!(answers.iter().all(|(status, _)| *status == 200 || *status == 503), "{answers:?}");
-    // Answered from the last result while the check hangs: never waiting on
-    // it (it hangs 10 s before it is said), so well under that each time.
-    assert!(
-        answers.iter().all(|(_, took)| *took < Duration::from_secs(3)),
-        "a probe waited on the stuck check: {answers:?}"
-    );
+    let mut answers = Vec::new();
+    let started = Instant::now();
+    while !stuck_on_the_fifo() {
+        answers.push(get(&client, "/healthz", None).await.status);
+        assert!(started.elapsed() < Duration::from_secs(30), "no check stuck on the FIFO: {answers:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Probes are answered meanwhile, from the last result.
+    for _ in 0..5 {
+        answers.push(get(&client, "/healthz", None).await.status);
+    }
+    assert!(answers.iter().all(|status| *status == 200 || *status == 503), "{answers:?}");
 
     // The rest of the endpoint does not wait on the stuck file.
     assert_eq!(get(&client, &path, Some(&secret)).await.status, 200);

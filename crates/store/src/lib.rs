@@ -23,7 +23,7 @@
 //! | announce (the server) | `announce`, `format_refusal` |
 //! | poll (the server) | `poll` |
 //! | decide (admins, the admission command, the swarm) | `admit`, `reject`, `forget`, `add_tokens`, `revoke_token` |
-//! | list (admins) | `scan`, `list_records`, `read_record`, `state_of`, `approval`, `rejection`, `poll_refused`, `is_approved`, `is_rejected`, `is_ca_rejected`, `unsettled_ids`, `approved_ids`, `rejected_ids`, `list_tokens`, `token_meta_unreadable`, `history`, `node_view`, `with_node` |
+//! | list (admins) | `scan`, `list_records`, `read_record`, `state_of`, `approval`, `rejection`, `poll_refused_now`, `approved_now`, `rejected_now`, `is_ca_rejected`, `unsettled_ids`, `approved_ids`, `rejected_ids`, `list_tokens`, `token_meta_unreadable`, `history`, `node_view`, `with_node` |
 //! | follow (`audit --follow`, `nodes watch`, `--on-admitted`) | [`follow::Follower`] |
 //! | maintain (the server's loop, `tokens list`) | `maintain`, `sweep_tokens`, `remove_leftovers` |
 //!
