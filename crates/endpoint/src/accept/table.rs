@@ -343,7 +343,7 @@ impl<I: AsyncWrite + Unpin> AsyncWrite for Capped<I> {
     // Vectored writes pass through: rustls hands a handshake's flight (its
     // ServerHello, ChangeCipherSpec and encrypted rest) as several buffers,
     // one `writev` and one TCP segment where the default would make three
-    // `sendto`s (measured: docs/performance.md, "A poll's system calls").
+    // `sendto`s (measured: docs/benchmarks/history.md, "A poll's system calls").
     fn poll_write_vectored(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
