@@ -107,13 +107,57 @@ fn openssl_accepts_what_certs_mints_and_serve_starts_on_it() {
 
 /// `fleet.sh`'s openssl commands, and our bundle check on their result.
 #[test]
-#[expect(
-    clippy::too_many_lines,
-    reason = "a scenario read top to bottom: each step beside what it must show"
-)]
 fn a_fleet_made_by_openssl_verifies_with_our_code() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path();
+    let bundle = fleet_by_openssl(d);
+
+    let root_der = pki::first_certificate(&std::fs::read(d.join("root.crt")).unwrap(), "root").unwrap();
+    pki::check_self_signed_ca(&root_der, "root").unwrap();
+    assert_eq!(pki::verify_bundle(&root_der, bundle.as_bytes()).unwrap().version, 1);
+    let fleet = pki::Fleet::load(d).unwrap();
+    assert_eq!(fleet.bundle_version, 1);
+
+    // Our controller certificate, signed by openssl's issuing CA, serves that fleet.
+    std::fs::create_dir(d.join("f")).unwrap();
+    for f in ["root.crt", "bundle.json", "issuing.crt", "issuing.key"] {
+        std::fs::copy(d.join(f), d.join("f").join(f)).unwrap();
+    }
+    run(&["certs", "controller", "--fleet", "f", "--out", "controller"], d);
+    let chain = d.join("controller.crt");
+    let key = d.join("controller.key");
+    let provider = janus_registration::tls::provider();
+    let identity = pki::ServedIdentity::load(&chain, &key, &provider).unwrap();
+    identity.verify_for_fleet(&fleet.root_der, provider).unwrap();
+}
+
+/// `fleet.sh`'s steps in `d`: a root and an issuing CA made by openssl,
+/// and the bundle naming the issuing CA, signed by the root with
+/// `openssl dgst`; the bundle's bytes.
+fn fleet_by_openssl(d: &std::path::Path) -> String {
+    cas_by_openssl(d);
+    let issuing = std::fs::read_to_string(d.join("issuing.crt")).unwrap();
+    // jq pretty-prints the payload: its exact bytes are what is signed.
+    let payload = serde_json::to_string_pretty(&serde_json::json!({
+        "version": 1, "issued": "2026-11-29T12:00:00Z", "issuing_cas": [issuing],
+    }))
+    .unwrap();
+    std::fs::write(d.join("payload.json"), &payload).unwrap();
+    openssl(&["dgst", "-sha256", "-sign", "root.key", "-out", "payload.sig", "payload.json"], d);
+    use base64::Engine;
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let bundle = serde_json::to_string_pretty(&serde_json::json!({
+        "payload": b64.encode(&payload),
+        "signature": b64.encode(std::fs::read(d.join("payload.sig")).unwrap()),
+    }))
+    .unwrap();
+    std::fs::write(d.join("bundle.json"), &bundle).unwrap();
+    bundle
+}
+
+/// A root and an issuing CA signed by it, as `fleet.sh` makes them with
+/// openssl, in `d`.
+fn cas_by_openssl(d: &std::path::Path) {
     std::fs::write(
         d.join("root.ext"),
         "basicConstraints = critical,CA:TRUE\nkeyUsage = critical,keyCertSign,cRLSign\nsubjectKeyIdentifier = hash\n",
@@ -189,40 +233,6 @@ fn a_fleet_made_by_openssl_verifies_with_our_code() {
         ],
         d,
     );
-    let issuing = std::fs::read_to_string(d.join("issuing.crt")).unwrap();
-    // jq pretty-prints the payload: its exact bytes are what is signed.
-    let payload = serde_json::to_string_pretty(&serde_json::json!({
-        "version": 1, "issued": "2026-11-29T12:00:00Z", "issuing_cas": [issuing],
-    }))
-    .unwrap();
-    std::fs::write(d.join("payload.json"), &payload).unwrap();
-    openssl(&["dgst", "-sha256", "-sign", "root.key", "-out", "payload.sig", "payload.json"], d);
-    use base64::Engine;
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let bundle = serde_json::to_string_pretty(&serde_json::json!({
-        "payload": b64.encode(&payload),
-        "signature": b64.encode(std::fs::read(d.join("payload.sig")).unwrap()),
-    }))
-    .unwrap();
-    std::fs::write(d.join("bundle.json"), &bundle).unwrap();
-
-    let root_der = pki::first_certificate(&std::fs::read(d.join("root.crt")).unwrap(), "root").unwrap();
-    pki::check_self_signed_ca(&root_der, "root").unwrap();
-    assert_eq!(pki::verify_bundle(&root_der, bundle.as_bytes()).unwrap().version, 1);
-    let fleet = pki::Fleet::load(d).unwrap();
-    assert_eq!(fleet.bundle_version, 1);
-
-    // Our controller certificate, signed by openssl's issuing CA, serves that fleet.
-    std::fs::create_dir(d.join("f")).unwrap();
-    for f in ["root.crt", "bundle.json", "issuing.crt", "issuing.key"] {
-        std::fs::copy(d.join(f), d.join("f").join(f)).unwrap();
-    }
-    run(&["certs", "controller", "--fleet", "f", "--out", "controller"], d);
-    let chain = d.join("controller.crt");
-    let key = d.join("controller.key");
-    let provider = janus_registration::tls::provider();
-    let identity = pki::ServedIdentity::load(&chain, &key, &provider).unwrap();
-    identity.verify_for_fleet(&fleet.root_der, provider).unwrap();
 }
 
 #[test]

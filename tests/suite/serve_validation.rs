@@ -6,10 +6,6 @@ use janus_registration::certs;
 use serde_json::json;
 
 #[tokio::test]
-#[expect(
-    clippy::too_many_lines,
-    reason = "a scenario read top to bottom: each step beside what it must show"
-)]
 async fn every_bad_announcement_is_a_400_naming_the_field() {
     let fx = Fixture::new();
     fx.write_tokens("t1\n");
@@ -27,56 +23,7 @@ async fn every_bad_announcement_is_a_400_naming_the_field() {
         body[field] = value;
         body.to_string().into_bytes()
     };
-    let without = |field: &str| {
-        let mut body = good.clone();
-        body.as_object_mut().unwrap().remove(field);
-        body.to_string().into_bytes()
-    };
-    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
-        ("not JSON", b"{not json".to_vec(), "not JSON"),
-        ("empty body", b"".to_vec(), "not JSON"),
-        ("an array", b"[]".to_vec(), "object"),
-        ("null", b"null".to_vec(), "object"),
-        ("a string", b"\"x\"".to_vec(), "object"),
-        ("protocol as a string", with("protocol", json!("2")), "protocol 2 only"),
-        ("protocol 1", with("protocol", json!(1)), "protocol 2 only"),
-        ("protocol 2.5", with("protocol", json!(2.5)), "protocol 2 only"),
-        ("protocol missing", without("protocol"), "protocol 2 only"),
-        // A protocol-1 body's key field (no real key: made up at run time).
-        (
-            "a private key",
-            with("service_key_pem", json!(format!("-----BEGIN {} KEY-----", "PRIVATE"))),
-            "protocol 2 only",
-        ),
-        ("name missing", without("name"), "name"),
-        ("name empty", with("name", json!("")), "name"),
-        ("name a number", with("name", json!(7)), "name"),
-        ("name too long", with("name", json!("a".repeat(254))), "name"),
-        ("name with a slash", with("name", json!("../etc")), "name"),
-        ("name with a space", with("name", json!("edge 2")), "name"),
-        ("address missing", without("address"), "address"),
-        ("address without port", with("address", json!("10.0.2.15")), "address"),
-        ("address port 0", with("address", json!("10.0.2.15:0")), "address"),
-        ("address port 65536", with("address", json!("10.0.2.15:65536")), "address"),
-        ("address unbracketed IPv6", with("address", json!("fe80::1:9505")), "address"),
-        ("address bad host", with("address", json!("a b:9505")), "address"),
-        ("secret missing", without("poll_secret"), "poll_secret"),
-        ("secret short", with("poll_secret", json!("a".repeat(31))), "poll_secret"),
-        ("secret long", with("poll_secret", json!("a".repeat(513))), "poll_secret"),
-        ("secret not ASCII", with("poll_secret", json!("é".repeat(40))), "poll_secret"),
-        ("secret with a space", with("poll_secret", json!(format!("{} x", "a".repeat(40)))), "poll_secret"),
-        ("token too long", with("registration_token", json!("t".repeat(513))), "registration_token"),
-        ("token not printable", with("registration_token", json!("t1\n")), "registration_token"),
-        ("token a number", with("registration_token", json!(1)), "registration_token"),
-        ("CA missing", without("ca_cert_pem"), "ca_cert_pem"),
-        ("CA not PEM", with("ca_cert_pem", json!("hello")), "ca_cert_pem"),
-        (
-            "CA garbage PEM",
-            with("ca_cert_pem", json!("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")),
-            "ca_cert_pem",
-        ),
-        ("CA a leaf", with("ca_cert_pem", json!(leaf)), "ca_cert_pem"),
-    ];
+    let cases = bad_announcements(&good, &leaf);
     for (what, body, names) in cases {
         let answer = post(&client, &body).await;
         assert_eq!(answer.status, 400, "{what}: {}", answer.text());
@@ -144,4 +91,65 @@ async fn post_chunked(addr: &str, body: &[u8]) -> u16 {
     let _ = tokio::time::timeout(std::time::Duration::from_secs(10), tls.read_to_end(&mut answer)).await;
     let text = String::from_utf8_lossy(&answer);
     text.split(' ').nth(1).and_then(|s| s.parse().ok()).unwrap_or(0)
+}
+
+/// Every announcement body the endpoint refuses, made from `good`: what it
+/// is, the body, and the words its 400 must name. `leaf` is a certificate
+/// that is not a CA.
+fn bad_announcements(good: &serde_json::Value, leaf: &str) -> Vec<(&'static str, Vec<u8>, &'static str)> {
+    let with = |field: &str, value: serde_json::Value| {
+        let mut body = good.clone();
+        body[field] = value;
+        body.to_string().into_bytes()
+    };
+    let without = |field: &str| {
+        let mut body = good.clone();
+        body.as_object_mut().unwrap().remove(field);
+        body.to_string().into_bytes()
+    };
+    vec![
+        ("not JSON", b"{not json".to_vec(), "not JSON"),
+        ("empty body", b"".to_vec(), "not JSON"),
+        ("an array", b"[]".to_vec(), "object"),
+        ("null", b"null".to_vec(), "object"),
+        ("a string", b"\"x\"".to_vec(), "object"),
+        ("protocol as a string", with("protocol", json!("2")), "protocol 2 only"),
+        ("protocol 1", with("protocol", json!(1)), "protocol 2 only"),
+        ("protocol 2.5", with("protocol", json!(2.5)), "protocol 2 only"),
+        ("protocol missing", without("protocol"), "protocol 2 only"),
+        // A protocol-1 body's key field (no real key: made up at run time).
+        (
+            "a private key",
+            with("service_key_pem", json!(format!("-----BEGIN {} KEY-----", "PRIVATE"))),
+            "protocol 2 only",
+        ),
+        ("name missing", without("name"), "name"),
+        ("name empty", with("name", json!("")), "name"),
+        ("name a number", with("name", json!(7)), "name"),
+        ("name too long", with("name", json!("a".repeat(254))), "name"),
+        ("name with a slash", with("name", json!("../etc")), "name"),
+        ("name with a space", with("name", json!("edge 2")), "name"),
+        ("address missing", without("address"), "address"),
+        ("address without port", with("address", json!("10.0.2.15")), "address"),
+        ("address port 0", with("address", json!("10.0.2.15:0")), "address"),
+        ("address port 65536", with("address", json!("10.0.2.15:65536")), "address"),
+        ("address unbracketed IPv6", with("address", json!("fe80::1:9505")), "address"),
+        ("address bad host", with("address", json!("a b:9505")), "address"),
+        ("secret missing", without("poll_secret"), "poll_secret"),
+        ("secret short", with("poll_secret", json!("a".repeat(31))), "poll_secret"),
+        ("secret long", with("poll_secret", json!("a".repeat(513))), "poll_secret"),
+        ("secret not ASCII", with("poll_secret", json!("é".repeat(40))), "poll_secret"),
+        ("secret with a space", with("poll_secret", json!(format!("{} x", "a".repeat(40)))), "poll_secret"),
+        ("token too long", with("registration_token", json!("t".repeat(513))), "registration_token"),
+        ("token not printable", with("registration_token", json!("t1\n")), "registration_token"),
+        ("token a number", with("registration_token", json!(1)), "registration_token"),
+        ("CA missing", without("ca_cert_pem"), "ca_cert_pem"),
+        ("CA not PEM", with("ca_cert_pem", json!("hello")), "ca_cert_pem"),
+        (
+            "CA garbage PEM",
+            with("ca_cert_pem", json!("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")),
+            "ca_cert_pem",
+        ),
+        ("CA a leaf", with("ca_cert_pem", json!(leaf)), "ca_cert_pem"),
+    ]
 }
