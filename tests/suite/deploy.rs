@@ -174,10 +174,6 @@ async fn healthz_metrics_and_json_logs() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[expect(
-    clippy::too_many_lines,
-    reason = "a scenario read top to bottom: each step beside what it must show"
-)]
 async fn three_replicas_on_one_state_directory_survive_a_kill_9() {
     let fx = Fixture::new();
     let tokens: Vec<String> = (0..30).map(|i| format!("replica-token-{i}")).collect();
@@ -194,38 +190,7 @@ async fn three_replicas_on_one_state_directory_survive_a_kill_9() {
         let fx_root = fx.fleet.root.cert_pem.clone();
         let addrs = addrs.clone();
         let ca = ca.clone();
-        tasks.push(tokio::spawn(async move {
-            // Another replica when one does not answer: a load balancer's retry.
-            for attempt in 0..addrs.len() {
-                let addr = addrs[(i + attempt) % addrs.len()];
-                let client = janus_registration::agent::http::Endpoint::new(
-                    &addr.to_string(),
-                    fx_root.as_bytes(),
-                    b"",
-                )
-                .unwrap();
-                let secret = new_secret();
-                let body = announcement("edge", &ca, &token, &secret);
-                let request = janus_registration::agent::http::Request {
-                    method: "POST",
-                    path: "/register",
-                    headers: vec![("Content-Type", "application/json".into())],
-                    body: Some(&body),
-                };
-                if let Ok((answer, _)) = client.send(&request).await
-                    && answer.status == 201
-                {
-                    let body = json(&answer);
-                    return Some((
-                        body["id"].as_str().unwrap().to_string(),
-                        secret,
-                        body["admitted"] == true,
-                        token,
-                    ));
-                }
-            }
-            None
-        }));
+        tasks.push(tokio::spawn(async move { announce_somewhere(&addrs, i, token, &ca, &fx_root).await }));
         if i == 45 {
             replicas[0].kill();
         }
@@ -269,6 +234,40 @@ async fn three_replicas_on_one_state_directory_survive_a_kill_9() {
         let status = get(&client, &format!("/register/{id}"), Some(secret)).await.status;
         assert_eq!(status, if approved { 200 } else { 202 }, "{id}");
     }
+}
+
+/// Announcement `i` with `token`, to replica `i` of `addrs`, then to the
+/// next when one does not answer (a load balancer's retry): its id, poll
+/// secret, whether it was admitted, and the token.
+async fn announce_somewhere(
+    addrs: &[std::net::SocketAddr],
+    i: usize,
+    token: String,
+    ca: &certs::Minted,
+    fx_root: &str,
+) -> Option<(String, String, bool, String)> {
+    // Another replica when one does not answer: a load balancer's retry.
+    for attempt in 0..addrs.len() {
+        let addr = addrs[(i + attempt) % addrs.len()];
+        let client =
+            janus_registration::agent::http::Endpoint::new(&addr.to_string(), fx_root.as_bytes(), b"")
+                .unwrap();
+        let secret = new_secret();
+        let body = announcement("edge", ca, &token, &secret);
+        let request = janus_registration::agent::http::Request {
+            method: "POST",
+            path: "/register",
+            headers: vec![("Content-Type", "application/json".into())],
+            body: Some(&body),
+        };
+        if let Ok((answer, _)) = client.send(&request).await
+            && answer.status == 201
+        {
+            let body = json(&answer);
+            return Some((body["id"].as_str().unwrap().to_string(), secret, body["admitted"] == true, token));
+        }
+    }
+    None
 }
 
 /// A Kubernetes Secret volume as the kubelet lays it out: the files live in a
