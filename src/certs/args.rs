@@ -58,6 +58,14 @@ pub struct AdminArgs {
     /// Validity in days.
     #[arg(long, default_value_t = 90)]
     pub days: i64,
+    /// Also writes PREFIX.p12 (0600): the credential and the admin CA as
+    /// PKCS#12, for a browser (the admin console).
+    #[arg(long)]
+    pub p12: bool,
+    /// The PKCS#12's password: this file's first line (8 characters at
+    /// least); without it, a random one is made and printed once.
+    #[arg(long, requires = "p12", value_name = "FILE")]
+    pub p12_password_file: Option<std::path::PathBuf>,
 }
 
 #[derive(Debug, Args)]

@@ -46,6 +46,7 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
 }
 
 pub mod args;
+pub mod p12;
 pub use args::{AdminArgs, AdminCaArgs, CertsCommand, ControllerArgs, FleetArgs, NodeCaArgs};
 
 /// Runs a `certs` subcommand; the returned text is what it did, for stdout.
@@ -144,16 +145,36 @@ fn mint_admin_credential(args: &AdminArgs) -> Result<String, MintError> {
         now - time::Duration::minutes(5),
         now + time::Duration::days(args.days),
     )?;
+    // The password is read (or made) and the file encoded before anything is written.
+    let p12 = match args.p12 {
+        true => {
+            let (password, generated) = p12::password(args.p12_password_file.as_deref())?;
+            Some((p12::encode(&minted, &ca.cert_pem, &args.name, &password)?, password, generated))
+        }
+        false => None,
+    };
     let (crt, key) = write_pair(&args.out, &minted, false)?;
     let scopes: Vec<&str> = args.scopes.iter().map(|s| s.name()).collect();
-    Ok(format!(
+    let mut said = format!(
         "wrote {} and {}: {:?} may {} for {} days",
         crt.display(),
         key.display(),
         args.name,
         scopes.join(", "),
         args.days
-    ))
+    );
+    if let Some((bytes, password, generated)) = p12 {
+        let path = p12::write(&args.out, &bytes)?;
+        said.push_str(&format!(
+            "\nwrote {} (PKCS#12, for a browser: docs/operating.md \"The console\")",
+            path.display()
+        ));
+        if generated {
+            // Said once, here, as `tokens add` says a token: kept nowhere else.
+            said.push_str(&format!("\nits import password: {}", password.expose_secret()));
+        }
+    }
+    Ok(said)
 }
 
 fn resign_bundle(dir: &Path, version: u64) -> Result<String, MintError> {

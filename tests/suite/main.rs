@@ -18,6 +18,7 @@ mod agent;
 mod agent_cli;
 mod bounds;
 mod certs_interop;
+mod console;
 mod decisions;
 mod deploy;
 mod fail_closed;

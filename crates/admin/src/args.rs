@@ -77,6 +77,20 @@ pub struct ListArgs {
 }
 
 impl ListArgs {
+    /// Every node, unfiltered, as JSON: what a program asks before it filters.
+    pub fn everything() -> Self {
+        ListArgs {
+            pending: false,
+            admitted: false,
+            rejected: false,
+            json: true,
+            admitted_since: None,
+            labels: Vec::new(),
+        }
+    }
+}
+
+impl ListArgs {
     /// Whether only some states are listed (`--admitted-since` lists admitted nodes).
     pub fn filters_by_state(&self) -> bool {
         self.pending || self.admitted || self.rejected || self.admitted_since.is_some()

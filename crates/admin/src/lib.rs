@@ -12,13 +12,14 @@ use std::path::Path;
 
 pub mod api;
 mod audit;
+pub mod console;
 mod error;
 mod find;
 mod nodes;
 pub mod tokens;
 pub mod user_data;
 mod watch;
-pub use watch::follow_decisions;
+pub use watch::{Followed, follow, follow_decisions};
 
 pub use self::nodes::{
     Decision, NodeDetail, NodeList, approve, forget, history, node_list, nodes, reject, show_node,

@@ -18,14 +18,31 @@ use janus_store::follow::{Follower, LOOK_EVERY};
 /// The events `nodes watch` prints.
 const WATCHED: [&str; 4] = ["admitted", "readmitted", "rejected", "forgotten"];
 
+/// Which of the trail's events a follower passes on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Followed {
+    /// The decisions `nodes watch` prints, each with its node.
+    Decisions,
+    /// Every event, by its kind alone (`{"event": "announced"}`): what
+    /// the console needs to know that its page is out of date.
+    Kinds,
+}
+
 /// The decisions appended since `follower`'s last look, each with its node.
 fn next_decisions(follower: &mut Follower, store: &Store) -> Result<Vec<serde_json::Value>> {
-    let mut decisions = follower.next(store)?;
-    decisions.retain(|event| WATCHED.contains(&event["event"].as_str().unwrap_or_default()));
-    for event in &mut decisions {
+    next_events(follower, store, Followed::Decisions)
+}
+
+fn next_events(follower: &mut Follower, store: &Store, followed: Followed) -> Result<Vec<serde_json::Value>> {
+    let mut events = follower.next(store)?;
+    if followed == Followed::Kinds {
+        return Ok(events.iter().map(|event| serde_json::json!({ "event": event["event"] })).collect());
+    }
+    events.retain(|event| WATCHED.contains(&event["event"].as_str().unwrap_or_default()));
+    for event in &mut events {
         store.with_node(event);
     }
-    Ok(decisions)
+    Ok(events)
 }
 
 /// Follows (or, with `--once`, prints) the decisions; returns once the
@@ -52,15 +69,26 @@ pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
 /// to `sender` until its receiver goes away; a trail that cannot be read
 /// is said once as an `error` object and ends the stream.
 pub async fn follow_decisions(
+    state: std::path::PathBuf,
+    since: Option<std::time::Duration>,
+    sender: tokio::sync::mpsc::Sender<serde_json::Value>,
+) {
+    follow(state, since, sender, Followed::Decisions).await
+}
+
+/// The trail's events `followed` says, sent to `sender` until its receiver
+/// goes away (as [`follow_decisions`]).
+pub async fn follow(
     mut state: std::path::PathBuf,
     since: Option<std::time::Duration>,
     sender: tokio::sync::mpsc::Sender<serde_json::Value>,
+    followed: Followed,
 ) {
     let mut follower = Follower::since(since);
     loop {
         let looked = tokio::task::spawn_blocking(move || {
             let decisions =
-                super::open_to_read(&state).and_then(|store| next_decisions(&mut follower, &store));
+                super::open_to_read(&state).and_then(|store| next_events(&mut follower, &store, followed));
             (state, follower, decisions)
         })
         .await;

@@ -44,6 +44,24 @@ pub struct Reply {
     pub body: Value,
 }
 
+/// An answer as it came: its status, headers and body.
+#[derive(Debug)]
+pub struct RawReply {
+    /// The HTTP status.
+    pub status: u16,
+    /// Its headers.
+    pub headers: hyper::HeaderMap,
+    /// Its body.
+    pub body: Vec<u8>,
+}
+
+impl RawReply {
+    /// The body as text.
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
 impl AdminClient {
     /// `server` is `https://HOST:PORT` (or `HOST:PORT`); the rest PEM.
     pub fn new(server: &str, server_ca: &[u8], cert: &[u8], key: &[u8]) -> Result<Self, String> {
@@ -79,6 +97,18 @@ impl AdminClient {
         path: &str,
         body: Option<&Value>,
     ) -> Result<(hyper::Response<hyper::body::Incoming>, https::Opened), String> {
+        let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
+        self.send_raw(method, path, &[("Content-Type", "application/json")], bytes).await
+    }
+
+    /// Sends one request with these headers (beside `Host`) and body.
+    async fn send_raw(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        bytes: Vec<u8>,
+    ) -> Result<(hyper::Response<hyper::body::Incoming>, https::Opened), String> {
         let url = format!("https://{}{path}", self.address);
         let name = ServerName::try_from(FLEET_CONTROLLER_NAME).expect("a valid DNS name");
         let dial = https::Dial { address: &self.address, source: None, name, config: self.config.clone() };
@@ -88,14 +118,11 @@ impl AdminClient {
             Err(https::OpenError::Tls(e)) => return Err(format!("{url}: TLS: {e}")),
             Err(https::OpenError::Http(e)) => return Err(format!("{url}: {e}")),
         };
-        let bytes = body.map(|b| b.to_string().into_bytes()).unwrap_or_default();
-        let request = hyper::Request::builder()
-            .method(method)
-            .uri(path)
-            .header("Host", &self.address)
-            .header("Content-Type", "application/json")
-            .body(Full::new(Bytes::from(bytes)))
-            .map_err(|e| format!("{url}: {e}"))?;
+        let mut request = hyper::Request::builder().method(method).uri(path).header("Host", &self.address);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let request = request.body(Full::new(Bytes::from(bytes))).map_err(|e| format!("{url}: {e}"))?;
         let response = opened.sender.send_request(request).await.map_err(|e| format!("{url}: {e}"))?;
         Ok((response, opened))
     }
@@ -108,6 +135,27 @@ impl AdminClient {
             let limited = http_body_util::Limited::new(response.into_body(), MAX_ANSWER);
             let bytes = limited.collect().await.map_err(|e| format!("the answer: {e}"))?.to_bytes();
             Ok(Reply { status, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) })
+        };
+        tokio::time::timeout(TIMEOUT, exchange)
+            .await
+            .map_err(|_| format!("no answer in {}s", TIMEOUT.as_secs()))?
+    }
+
+    /// One request with these headers and body, and its whole answer as
+    /// bytes (the console's pages and forms; tests).
+    pub async fn exchange(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Vec<u8>,
+    ) -> Result<RawReply, String> {
+        let exchange = async {
+            let (response, _opened) = self.send_raw(method, path, headers, body).await?;
+            let (parts, body) = response.into_parts();
+            let limited = http_body_util::Limited::new(body, MAX_ANSWER);
+            let bytes = limited.collect().await.map_err(|e| format!("the answer: {e}"))?.to_bytes();
+            Ok(RawReply { status: parts.status.as_u16(), headers: parts.headers, body: bytes.to_vec() })
         };
         tokio::time::timeout(TIMEOUT, exchange)
             .await

@@ -57,6 +57,10 @@ pub struct Caller {
     pub name: String,
     /// What it may do.
     pub scopes: Vec<Scope>,
+    /// The SHA-256 of its certificate (DER): what the console's forms are
+    /// bound to, so one credential's form cannot be posted with another's.
+    #[serde(skip)]
+    pub certificate_sha256: String,
 }
 
 impl Caller {
@@ -70,7 +74,7 @@ impl Caller {
         let mut scopes: Vec<Scope> = names.uris.iter().filter_map(|uri| Scope::from_uri(uri)).collect();
         scopes.sort();
         scopes.dedup();
-        Ok(Caller { name, scopes })
+        Ok(Caller { name, scopes, certificate_sha256: janus_core::pki::sha256_hex(der) })
     }
 
     /// Whether it may do what `scope` allows.

@@ -39,7 +39,7 @@ pub mod client;
 pub mod credential;
 pub mod error;
 pub mod openapi;
-mod routes;
+pub(crate) mod routes;
 
 pub use credential::{Caller, Scope};
 pub use routes::{

@@ -54,7 +54,7 @@ pub enum Needs {
 
 /// What every handler shares.
 #[derive(Clone)]
-pub(super) struct Api {
+pub(crate) struct Api {
     /// The server's own store: one per process, its locks shared.
     pub store: AsyncStore,
     /// The state directory, for the event stream's follower.
@@ -64,6 +64,8 @@ pub(super) struct Api {
     pub deadline: Duration,
     /// Set when the server stops: open event streams end.
     pub closing: tokio::sync::watch::Receiver<bool>,
+    /// The console's form key and the mint forms it has done.
+    pub console: Arc<crate::console::Console>,
 }
 
 impl Api {
@@ -75,6 +77,7 @@ impl Api {
             work: Arc::new(tokio::sync::Semaphore::new(MAX_WORK)),
             deadline: REQUEST_DEADLINE,
             closing,
+            console: Arc::default(),
         }
     }
 }
@@ -126,6 +129,7 @@ fn build() -> Routes {
 pub(super) fn router(api: Api) -> Router {
     build()
         .router
+        .merge(crate::console::routes(&api))
         .fallback(|| async { AdminApiError::NotFound("no such route: see GET /v1/openapi.json".into()) })
         .layer(DefaultBodyLimit::max(16 * 1024))
         .layer(super::traced())
@@ -170,7 +174,7 @@ type Answer = Result<Response, AdminApiError>;
 /// Runs `work` on the server's store, on the blocking pool, its audit
 /// events in `caller`'s name; 503 when [`MAX_WORK`] requests' work is
 /// running and none finishes within the deadline, or this one does not.
-async fn on_store<T: Send + 'static>(
+pub(crate) async fn on_store<T: Send + 'static>(
     api: &Api,
     caller: &Caller,
     work: impl FnOnce(&Store) -> Result<T, AdminError> + Send + 'static,
@@ -271,14 +275,7 @@ async fn list_nodes(
     Extension(caller): Extension<Caller>,
     RawQuery(query): RawQuery,
 ) -> Answer {
-    let mut args = ListArgs {
-        pending: false,
-        admitted: false,
-        rejected: false,
-        json: true,
-        admitted_since: None,
-        labels: Vec::new(),
-    };
+    let mut args = ListArgs::everything();
     let bad = AdminApiError::BadRequest;
     for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match key.as_ref() {
@@ -404,24 +401,24 @@ async fn events(
             _ = closing.wait_for(|closed| *closed) => {}
         }
     });
-    let stream = Received(receiver);
+    let stream = Received { receiver, name: None };
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
 }
 
 /// Open event streams, by credential name.
 #[derive(Default)]
-pub(super) struct StreamSlots {
+pub(crate) struct StreamSlots {
     open: Mutex<HashMap<String, usize>>,
 }
 
 /// One open stream's place, given back when dropped.
-pub(super) struct StreamSlot {
+pub(crate) struct StreamSlot {
     slots: Arc<StreamSlots>,
     name: String,
 }
 
 impl StreamSlots {
-    fn take(self: &Arc<Self>, name: &str) -> Result<StreamSlot, AdminApiError> {
+    pub(crate) fn take(self: &Arc<Self>, name: &str) -> Result<StreamSlot, AdminApiError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.values().sum::<usize>() >= MAX_STREAMS {
             return Err(AdminApiError::Unavailable(format!("{MAX_STREAMS} event streams are open already")));
@@ -449,8 +446,19 @@ impl Drop for StreamSlot {
     }
 }
 
-/// The decisions a follower sends, as a stream of events named by kind.
-struct Received(tokio::sync::mpsc::Receiver<Value>);
+/// The events a follower sends, as a stream of events named by their
+/// kind, or all by one name.
+pub(crate) struct Received {
+    receiver: tokio::sync::mpsc::Receiver<Value>,
+    name: Option<&'static str>,
+}
+
+impl Received {
+    /// Every event named `name`.
+    pub(crate) fn named(name: &'static str, receiver: tokio::sync::mpsc::Receiver<Value>) -> Self {
+        Received { receiver, name: Some(name) }
+    }
+}
 
 impl futures_core::Stream for Received {
     type Item = Result<Event, std::convert::Infallible>;
@@ -459,9 +467,10 @@ impl futures_core::Stream for Received {
         mut self: std::pin::Pin<&mut Self>,
         cx: &mut std::task::Context<'_>,
     ) -> std::task::Poll<Option<Self::Item>> {
-        self.0.poll_recv(cx).map(|decision| {
+        let name = self.name;
+        self.receiver.poll_recv(cx).map(|decision| {
             decision.map(|d| {
-                let kind = d["event"].as_str().unwrap_or("event").to_string();
+                let kind = name.unwrap_or_else(|| d["event"].as_str().unwrap_or("event")).to_string();
                 Ok(Event::default().event(kind).data(d.to_string()))
             })
         })
@@ -495,7 +504,11 @@ mod tests {
         let (_closing, closed) = tokio::sync::watch::channel(false);
         let mut api = Api::new(store, dir.path().to_path_buf(), closed);
         api.deadline = Duration::from_millis(100);
-        let caller = Caller { name: "orchestrator".into(), scopes: vec![Scope::Read] };
+        let caller = Caller {
+            name: "orchestrator".into(),
+            scopes: vec![Scope::Read],
+            certificate_sha256: String::new(),
+        };
         let (release, hung) = std::sync::mpsc::channel::<()>();
         let answer = on_store(&api, &caller, move |_| {
             let _ = hung.recv(); // a read that does not return

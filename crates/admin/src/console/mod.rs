@@ -1,0 +1,464 @@
+//! The admin console: pages for people on the admin listener (`serve
+//! --admin-listen`), beside the admin API and over the same typed
+//! functions: the pending nodes (live), every node filtered by state and
+//! label, one node with its history and its decisions, the tokens.
+//!
+//! Invariants: no new trust path: the same handshake (a client
+//! certificate from the admin CA), the same scopes (`read` sees,
+//! `approve`, `reject` and `tokens` act), the same audit trail under the
+//! credential's name; an approval is made only when the fingerprint the
+//! person typed is the node's CA's (`--expect-ca-sha256`'s rule), never
+//! pre-filled; every form passes [`csrf::check`] before its handler runs,
+//! and every answer carries a Content-Security-Policy that allows nothing
+//! but this origin's own stylesheet and script (no inline code, no other
+//! origin, no framing); a mint form is done once (a re-sent form is
+//! refused, not minted again); nothing a client sends makes a 409.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use axum::body::Body;
+use axum::extract::{Path, RawQuery, Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use axum::routing::MethodRouter;
+use axum::{Extension, Router};
+use maud::Markup;
+
+use crate::api::error::AdminApiError;
+use crate::api::routes::{Api, on_store};
+use crate::api::{Authenticated, Caller, Needs, Scope};
+use crate::{ApproveArgs, ListArgs, TokensAddArgs};
+use janus_endpoint::answer::{ErrorAnswer, Refused};
+use pages::{Filter, Frame, Said};
+
+pub mod csrf;
+pub mod pages;
+mod serve;
+
+/// What the console keeps between requests: its form key, and the mint
+/// forms already done.
+#[derive(Default)]
+pub struct Console {
+    key: csrf::Key,
+    done: Mutex<DoneForms>,
+}
+
+/// The mint forms already sent, the newest [`DoneForms::KEPT`].
+#[derive(Default)]
+struct DoneForms {
+    order: VecDeque<String>,
+    seen: HashSet<String>,
+}
+
+impl DoneForms {
+    const KEPT: usize = 4096;
+
+    /// Whether `once` is new (and now kept).
+    fn first(&mut self, once: &str) -> bool {
+        if !self.seen.insert(once.to_string()) {
+            return false;
+        }
+        self.order.push_back(once.to_string());
+        if self.order.len() > Self::KEPT
+            && let Some(old) = self.order.pop_front()
+        {
+            self.seen.remove(&old);
+        }
+        true
+    }
+}
+
+/// The console's routes (added to the admin API's router), each behind
+/// the scope it needs; the forms behind [`csrf::check`] too.
+pub(crate) fn routes(api: &Api) -> Router<Api> {
+    use axum::routing::{get, post};
+    let page = |needs: Needs, handler: MethodRouter<Api>| {
+        handler.route_layer(axum::middleware::from_fn(move |r: Request, n: Next| guard(needs, r, n)))
+    };
+    let form = |needs: Needs, handler: MethodRouter<Api>| {
+        page(needs, handler.route_layer(axum::middleware::from_fn_with_state(api.clone(), checked_form)))
+    };
+    let read = Needs::Scope(Scope::Read);
+    Router::new()
+        .route("/console", get(|| async { axum::response::Redirect::to("/console/") }))
+        .route("/console/", page(read, get(pending_page)))
+        .route("/console/nodes", page(read, get(nodes_page)))
+        .route("/console/nodes/{id}", page(read, get(node_page)))
+        .route("/console/nodes/{id}/approve", form(Needs::Scope(Scope::Approve), post(approve)))
+        .route("/console/nodes/{id}/reject", form(Needs::Scope(Scope::Reject), post(reject)))
+        .route(
+            "/console/tokens",
+            page(read, get(tokens_page)).merge(form(Needs::Scope(Scope::Tokens), post(mint))),
+        )
+        .route("/console/tokens/{prefix}/revoke", form(Needs::Scope(Scope::Tokens), post(revoke)))
+        .route("/console/events", page(read, get(serve::events)))
+        .route("/console/assets/{file}", page(Needs::Credential, get(serve::asset)))
+        .layer(axum::middleware::from_fn(serve::headers))
+}
+
+/// The route's check, as the API's, answered as a page.
+async fn guard(needs: Needs, mut request: Request, next: Next) -> Response {
+    let caller = match request.extensions().get::<Authenticated>().map(|a| a.as_ref().clone()) {
+        Some(Ok(caller)) => caller,
+        Some(Err(why)) => return failed(AdminApiError::Forbidden(why)),
+        None => return failed(AdminApiError::Forbidden("no client certificate".into())),
+    };
+    if let Needs::Scope(scope) = needs
+        && !caller.may(scope)
+    {
+        return failed(AdminApiError::Forbidden(format!(
+            "the credential {:?} lacks the scope {:?} this page needs",
+            caller.name,
+            scope.name()
+        )));
+    }
+    request.extensions_mut().insert(caller);
+    next.run(request).await
+}
+
+/// A form's fields, read once its CSRF check passed.
+#[derive(Clone)]
+struct Fields(HashMap<String, String>);
+
+impl Fields {
+    fn get(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str).filter(|v| !v.trim().is_empty())
+    }
+}
+
+/// Reads a form (16 KiB at most, `application/x-www-form-urlencoded`),
+/// refuses it unless [`csrf::check`] passes, and hands its fields on.
+async fn checked_form(State(api): State<Api>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let Some(caller) = parts.extensions.get::<Caller>().cloned() else {
+        return failed(AdminApiError::Forbidden("no credential".into()));
+    };
+    let form_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
+    if !form_type.starts_with("application/x-www-form-urlencoded") {
+        return failed(AdminApiError::BadRequest(
+            "a console form is sent as application/x-www-form-urlencoded".into(),
+        ));
+    }
+    let Ok(bytes) = axum::body::to_bytes(body, 16 * 1024).await else {
+        return failed(AdminApiError::BadRequest("the form is larger than 16 KiB, or was cut short".into()));
+    };
+    let fields: HashMap<String, String> = form_urlencoded::parse(&bytes).into_owned().collect();
+    if let Err(why) =
+        csrf::check(&api.console.key, &parts.headers, &caller, fields.get(csrf::FIELD).map(String::as_str))
+    {
+        return failed(AdminApiError::Forbidden(why));
+    }
+    parts.extensions.insert(Fields(fields));
+    next.run(Request::from_parts(parts, Body::empty())).await
+}
+
+/// An error answered as a page: the API's status table, words and
+/// `Retry-After`, and the same line in the log.
+fn failed(error: AdminApiError) -> Response {
+    let said = error.said();
+    let title = match error.status() {
+        StatusCode::FORBIDDEN => "Refused",
+        StatusCode::NOT_FOUND => "Not found",
+        StatusCode::SERVICE_UNAVAILABLE => "Not now",
+        StatusCode::INTERNAL_SERVER_ERROR => "Failed",
+        _ => "Not done",
+    };
+    let mut response = (error.status(), html(pages::failure(title, &said))).into_response();
+    if let Some(secs) = error.retry_after() {
+        response.headers_mut().insert(header::RETRY_AFTER, secs.max(1).into());
+    }
+    response.extensions_mut().insert(Refused { level: error.log_level(), said, cause: error.withheld() });
+    response
+}
+
+/// A page as the answer's body.
+fn html(markup: Markup) -> axum::response::Html<String> {
+    axum::response::Html(markup.into_string())
+}
+
+/// The browser's name and this credential's form token in it; a new
+/// browser gets its cookie with the page.
+fn frame_of(console: &Console, headers: &HeaderMap, caller: &Caller) -> (String, Option<HeaderValue>) {
+    match csrf::browser(headers) {
+        Some(browser) => (console.key.token(caller, &browser), None),
+        None => {
+            let (browser, cookie) = csrf::new_browser();
+            (console.key.token(caller, &browser), Some(cookie))
+        }
+    }
+}
+
+/// A page, answered with `status` and the browser's cookie when new.
+fn page(status: StatusCode, cookie: Option<HeaderValue>, render: impl FnOnce() -> Markup) -> Response {
+    let mut response = (status, html(render())).into_response();
+    if let Some(cookie) = cookie {
+        response.headers_mut().insert(header::SET_COOKIE, cookie);
+    }
+    response
+}
+
+/// What every page handler takes.
+struct Asked {
+    api: Api,
+    caller: Caller,
+    console: Arc<Console>,
+    csrf: String,
+    cookie: Option<HeaderValue>,
+}
+
+impl axum::extract::FromRequestParts<Api> for Asked {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut axum::http::request::Parts, api: &Api) -> Result<Self, Response> {
+        let Some(caller) = parts.extensions.get::<Caller>().cloned() else {
+            return Err(failed(AdminApiError::Forbidden("no credential".into())));
+        };
+        Ok(Asked::new(api.clone(), caller, &parts.headers))
+    }
+}
+
+impl Asked {
+    fn new(api: Api, caller: Caller, headers: &HeaderMap) -> Self {
+        let console = api.console.clone();
+        let (csrf, cookie) = frame_of(&console, headers, &caller);
+        Asked { api, caller, console, csrf, cookie }
+    }
+
+    fn frame(&self) -> Frame<'_> {
+        Frame { caller: &self.caller, csrf: &self.csrf }
+    }
+}
+
+fn list_args() -> ListArgs {
+    ListArgs::everything()
+}
+
+async fn pending_page(asked: Asked) -> Response {
+    let args = ListArgs { pending: true, ..list_args() };
+    match on_store(&asked.api, &asked.caller, move |store| crate::node_list(store, &args)).await {
+        Ok(list) => page(StatusCode::OK, asked.cookie.clone(), || pages::pending(&asked.frame(), &list)),
+        Err(e) => failed(e),
+    }
+}
+
+async fn nodes_page(asked: Asked, RawQuery(query): RawQuery) -> Response {
+    let mut filter = Filter::default();
+    let mut args = list_args();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match (key.as_ref(), value.as_ref()) {
+            ("state", "") | ("label", "") => {}
+            ("state", "pending") => args.pending = true,
+            ("state", "admitted") => args.admitted = true,
+            ("state", "rejected") => args.rejected = true,
+            ("label", label) => match crate::args::parse_label(label) {
+                Ok(pair) => args.labels.push(pair),
+                Err(why) => return failed(AdminApiError::BadRequest(format!("label: {why}"))),
+            },
+            (other, _) => {
+                return failed(AdminApiError::BadRequest(format!("{other:?} is not a filter: state, label")));
+            }
+        }
+        match key.as_ref() {
+            "state" => filter.state = Some(value.into_owned()),
+            _ => filter.label = Some(value.into_owned()),
+        }
+    }
+    match on_store(&asked.api, &asked.caller, move |store| crate::node_list(store, &args)).await {
+        Ok(list) => {
+            page(StatusCode::OK, asked.cookie.clone(), || pages::nodes(&asked.frame(), &list, &filter))
+        }
+        Err(e) => failed(e),
+    }
+}
+
+/// One node and its history, as they stand now.
+async fn node_and_history(
+    asked: &Asked,
+    id: String,
+) -> Result<(crate::NodeDetail, Vec<serde_json::Value>), AdminApiError> {
+    on_store(&asked.api, &asked.caller, move |store| {
+        let node = crate::show_node(store, &id)?;
+        let history = match crate::history(store, &node.view.id) {
+            Err(crate::AdminError::NotFound(_)) => Vec::new(),
+            other => other?,
+        };
+        Ok((node, history))
+    })
+    .await
+}
+
+async fn node_page(asked: Asked, Path(id): Path<String>) -> Response {
+    match node_and_history(&asked, id).await {
+        Ok((node, history)) => {
+            page(StatusCode::OK, asked.cookie.clone(), || pages::node(&asked.frame(), &node, &history, None))
+        }
+        Err(e) => failed(e),
+    }
+}
+
+/// A decision's answer: the node's page as it stands now, with what the
+/// decision did, or (refused, with the refusal's status) why not.
+async fn after_decision(
+    asked: Asked,
+    id: String,
+    decided: Result<crate::Decision, AdminApiError>,
+) -> Response {
+    let (status, said, id) = match decided {
+        Ok(decision) => {
+            let id = decision.ids.first().cloned().unwrap_or(id);
+            (StatusCode::OK, Ok(decision.said), id)
+        }
+        Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => return failed(e),
+        Err(e) => (e.status(), Err(e.to_string()), id),
+    };
+    match node_and_history(&asked, id).await {
+        Ok((node, history)) => page(status, asked.cookie.clone(), || {
+            let said = match &said {
+                Ok(done) => Said::Done(done),
+                Err(why) => Said::Refused(why),
+            };
+            pages::node(&asked.frame(), &node, &history, Some(said))
+        }),
+        Err(e) => failed(e),
+    }
+}
+
+async fn approve(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Path<String>) -> Response {
+    let Some(expected) = fields.get("expect_ca_sha256").map(str::to_string) else {
+        let refused = Err(AdminApiError::BadRequest(
+            "type the CA SHA-256 the node's console printed: the console approves only against it".into(),
+        ));
+        return after_decision(asked, id, refused).await;
+    };
+    let args = ApproveArgs {
+        id: Some(id.clone()),
+        expect_ca_sha256: Some(expected),
+        unchecked: false,
+        console: None,
+        ca_sha256: None,
+        force: false,
+    };
+    let decided = on_store(&asked.api, &asked.caller, move |store| crate::approve(store, &args)).await;
+    after_decision(asked, id, decided).await
+}
+
+async fn reject(asked: Asked, Path(id): Path<String>) -> Response {
+    let key = id.clone();
+    let decided = on_store(&asked.api, &asked.caller, move |store| crate::reject(store, &key)).await;
+    after_decision(asked, id, decided).await
+}
+
+async fn tokens_page(asked: Asked) -> Response {
+    tokens_answer(asked, StatusCode::OK, Vec::new(), None).await
+}
+
+/// The tokens page as the tokens stand now, with what was just done.
+async fn tokens_answer(
+    asked: Asked,
+    status: StatusCode,
+    minted: Vec<crate::tokens::AddedToken>,
+    said: Option<Result<String, String>>,
+) -> Response {
+    match on_store(&asked.api, &asked.caller, crate::tokens::list).await {
+        Ok(list) => page(status, asked.cookie.clone(), || {
+            let said = match &said {
+                Some(Ok(done)) => Some(Said::Done(done)),
+                Some(Err(why)) => Some(Said::Refused(why)),
+                None => None,
+            };
+            pages::tokens(&asked.frame(), &list, &minted, said)
+        }),
+        Err(e) => failed(e),
+    }
+}
+
+/// The mint form's fields as `tokens add` takes them.
+fn mint_args(fields: &Fields) -> Result<TokensAddArgs, String> {
+    let number = |name: &str| -> Result<Option<u64>, String> {
+        fields
+            .get(name)
+            .map(|v| v.trim().parse::<u64>().map_err(|_| format!("{name}: not a number: {v:?}")))
+            .transpose()
+    };
+    let expires_in = fields
+        .get("expires_in")
+        .map(|v| janus_core::clock::parse_duration(v.trim()).map_err(|e| format!("expires in: {e}")))
+        .transpose()?;
+    let mut labels = Vec::new();
+    for label in fields.get("labels").unwrap_or_default().split(',').map(str::trim).filter(|l| !l.is_empty())
+    {
+        labels.push(crate::args::parse_label(label).map_err(|e| format!("labels: {e}"))?);
+    }
+    Ok(TokensAddArgs {
+        count: usize::try_from(number("count")?.unwrap_or(1)).unwrap_or(usize::MAX),
+        description: fields.get("description").map(str::to_string),
+        expires_in,
+        uses: number("uses")?.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
+        token: None,
+        token_file: None,
+        json: true,
+        labels,
+    })
+}
+
+async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
+    let once = fields.get("once").unwrap_or_default().to_string();
+    if !janus_core::pki::is_hex(&once, 32)
+        || !asked.console.done.lock().unwrap_or_else(|e| e.into_inner()).first(&once)
+    {
+        let why = "this mint form was sent already (its tokens were shown on its first answer, once): \
+                   nothing was minted again; mint from a fresh form";
+        return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why.into()))).await;
+    }
+    let args = match mint_args(&fields) {
+        Ok(args) => args,
+        Err(why) => return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why))).await,
+    };
+    match on_store(&asked.api, &asked.caller, move |store| crate::tokens::add(store, &args)).await {
+        Ok(made) => {
+            let said = format!("minted {} token(s)", made.len());
+            tokens_answer(asked, StatusCode::OK, made, Some(Ok(said))).await
+        }
+        Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => failed(e),
+        Err(e) => {
+            let status = e.status();
+            tokens_answer(asked, status, Vec::new(), Some(Err(e.to_string()))).await
+        }
+    }
+}
+
+async fn revoke(asked: Asked, Path(prefix): Path<String>) -> Response {
+    if !(12..=64).contains(&prefix.len()) || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
+        let why = "a token is revoked by its SHA-256 prefix, 12 to 64 hex digits".to_string();
+        return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why))).await;
+    }
+    let key = prefix.to_lowercase();
+    match on_store(&asked.api, &asked.caller, move |store| crate::tokens::revoke(store, &key)).await {
+        Ok(revoked) => {
+            let said = format!("revoked the token {}", revoked.sha256_prefix);
+            tokens_answer(asked, StatusCode::OK, Vec::new(), Some(Ok(said))).await
+        }
+        Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => failed(e),
+        Err(e) => {
+            let status = e.status();
+            tokens_answer(asked, status, Vec::new(), Some(Err(e.to_string()))).await
+        }
+    }
+}
+
+/// Every console route's method and path: what the tests walk.
+pub fn table() -> Vec<(Method, &'static str)> {
+    vec![
+        (Method::GET, "/console/"),
+        (Method::GET, "/console/nodes"),
+        (Method::GET, "/console/nodes/{id}"),
+        (Method::POST, "/console/nodes/{id}/approve"),
+        (Method::POST, "/console/nodes/{id}/reject"),
+        (Method::GET, "/console/tokens"),
+        (Method::POST, "/console/tokens"),
+        (Method::POST, "/console/tokens/{prefix}/revoke"),
+        (Method::GET, "/console/events"),
+    ]
+}

@@ -1,0 +1,348 @@
+//! The console's pages, rendered on the server (maud: each template is
+//! Rust, checked at compile time, and every value it interpolates is
+//! HTML-escaped).
+//!
+//! Invariants: text a node or a record controls (names, addresses, labels,
+//! subjects, audit fields) reaches a page only through [`Shown`], which
+//! shows its controls, format and bidi characters as the terminal escaping
+//! does (`\u{202e}`), then HTML-escapes it; no page carries a script or a
+//! style inline (the Content-Security-Policy allows neither) nor anything
+//! from another origin; no page shows a poll secret, and a token is shown
+//! only on the answer that minted it; each form carries the CSRF token.
+
+use maud::{DOCTYPE, Markup, Render, html};
+
+use crate::api::{Caller, Scope};
+use crate::tokens::{AddedToken, TokenList};
+use crate::{NodeDetail, NodeList, NodeView};
+use janus_store::NodeState;
+
+/// Node- or record-controlled text, as a person may safely read it.
+pub struct Shown<'a>(pub &'a str);
+
+impl Render for Shown<'_> {
+    fn render_to(&self, buffer: &mut String) {
+        janus_core::terminal::escape(self.0).as_ref().render_to(buffer)
+    }
+}
+
+/// What every page knows: who is looking, and the token its forms carry.
+pub struct Frame<'a> {
+    /// The credential.
+    pub caller: &'a Caller,
+    /// Its forms' CSRF token.
+    pub csrf: &'a str,
+}
+
+/// A page's outcome line: what an action did or why it did not.
+pub enum Said<'a> {
+    /// Done (or so already).
+    Done(&'a str),
+    /// Refused: nothing changed.
+    Refused(&'a str),
+}
+
+/// The page around `body`.
+pub fn layout(frame: &Frame<'_>, title: &str, said: Option<Said<'_>>, body: Markup) -> Markup {
+    let scopes: Vec<&str> = frame.caller.scopes.iter().map(|s| s.name()).collect();
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                meta name="referrer" content="no-referrer";
+                title { (title) " · janus-registration" }
+                link rel="stylesheet" href="/console/assets/console.css";
+                script src="/console/assets/console.js" defer {}
+            }
+            body {
+                header {
+                    nav {
+                        a href="/console/" { "Pending" }
+                        a href="/console/nodes" { "Nodes" }
+                        a href="/console/tokens" { "Tokens" }
+                    }
+                    p .who { "Signed in with the credential " b { (Shown(&frame.caller.name)) }
+                        " (" (scopes.join(", ")) ")" }
+                }
+                main {
+                    h1 { (title) }
+                    @match said {
+                        Some(Said::Done(words)) => p .said.done role="status" { (Shown(words)) },
+                        Some(Said::Refused(words)) => p .said.refused role="alert" { (Shown(words)) },
+                        None => {}
+                    }
+                    (body)
+                }
+            }
+        }
+    }
+}
+
+/// A SHA-256 in groups of four hex digits, as a person compares it.
+pub fn fingerprint(hex: &str) -> Markup {
+    let groups: Vec<&str> = hex.as_bytes().chunks(4).map(|c| std::str::from_utf8(c).unwrap_or("?")).collect();
+    html! { code .fingerprint { (Shown(&groups.join(" "))) } }
+}
+
+fn age(at: Option<&str>) -> String {
+    let Some(millis) = at.and_then(janus_core::clock::rfc3339_millis) else { return "?".into() };
+    let secs = (i128::from(janus_core::clock::now_unix()) * 1000 - millis).max(0) / 1000;
+    match secs {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s if s < 172_800 => format!("{} h", s / 3600),
+        s => format!("{} days", s / 86_400),
+    }
+}
+
+fn labels(labels: &std::collections::BTreeMap<String, String>) -> Markup {
+    html! {
+        @for (key, value) in labels {
+            span .label { (Shown(key)) "=" (Shown(value)) }
+        }
+    }
+}
+
+fn state(state: NodeState) -> &'static str {
+    match state {
+        NodeState::Pending => "pending",
+        NodeState::Admitted => "admitted",
+        NodeState::Rejected => "rejected",
+    }
+}
+
+fn node_rows(nodes: &[NodeView]) -> Markup {
+    html! {
+        table .nodes {
+            thead { tr { th { "Name" } th { "Address" } th { "State" } th { "Age" } th { "Labels" }
+                th { "Token" } th { "CA SHA-256" } } }
+            tbody {
+                @for node in nodes {
+                    tr data-id=(node.id) {
+                        td { a href={ "/console/nodes/" (node.id) } { (Shown(&node.name)) } }
+                        td { (Shown(&node.address))
+                            @if let Some(peer) = &node.peer_address { br; small { "from " (Shown(peer)) } } }
+                        td { (state(node.state)) }
+                        td { (age(node.announced_at.as_deref())) }
+                        td { (labels(&node.token_labels)) }
+                        td { @if let Some(t) = &node.token_sha256_prefix { code { (Shown(t)) } } @else { "none" } }
+                        td { (fingerprint(&node.ca_sha256)) }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn unreadable(list: &NodeList) -> Markup {
+    html! {
+        @if !list.unreadable.is_empty() {
+            div .said.refused role="alert" {
+                p { (list.unreadable.len()) " record(s) could not be read or told, and are not shown:" }
+                ul { @for why in &list.unreadable { li { (Shown(why)) } } }
+            }
+        }
+    }
+}
+
+/// The pending nodes, kept live by the event stream.
+pub fn pending(frame: &Frame<'_>, list: &NodeList) -> Markup {
+    let body = html! {
+        p .live { "Live: " span #live-status { "not following (no script)" } }
+        div #live data-live {
+            (unreadable(list))
+            @if list.nodes.is_empty() {
+                p .empty { "No node is waiting." }
+            } @else {
+                (node_rows(&list.nodes))
+            }
+        }
+        p { "Approve a node on its page, with the CA fingerprint its console printed." }
+    };
+    layout(frame, "Pending nodes", None, body)
+}
+
+/// A filter of the nodes page, as its query says it.
+#[derive(Debug, Default, Clone)]
+pub struct Filter {
+    /// `pending`, `admitted`, `rejected`, or all.
+    pub state: Option<String>,
+    /// `KEY=VALUE`, or none.
+    pub label: Option<String>,
+}
+
+/// Every node, filtered by state and label.
+pub fn nodes(frame: &Frame<'_>, list: &NodeList, filter: &Filter) -> Markup {
+    let chosen = filter.state.as_deref().unwrap_or("");
+    let body = html! {
+        form .filter method="get" action="/console/nodes" {
+            label { "State "
+                select name="state" {
+                    @for (value, name) in [("", "all"), ("pending", "pending"), ("admitted", "admitted"), ("rejected", "rejected")] {
+                        option value=(value) selected[chosen == value] { (name) }
+                    }
+                }
+            }
+            label { " Label " input name="label" placeholder="key=value" value=(filter.label.as_deref().unwrap_or("")); }
+            button { "Filter" }
+        }
+        (unreadable(list))
+        @if list.nodes.is_empty() { p .empty { "No node matches." } } @else { (node_rows(&list.nodes)) }
+    };
+    layout(frame, "Nodes", None, body)
+}
+
+/// One node: what it announced, its CA, its history, and the decisions
+/// the credential may make.
+pub fn node(
+    frame: &Frame<'_>,
+    node: &NodeDetail,
+    history: &[serde_json::Value],
+    said: Option<Said<'_>>,
+) -> Markup {
+    let v = &node.view;
+    let body = html! {
+        dl .node {
+            dt { "Name" } dd { (Shown(&v.name)) }
+            dt { "Id" } dd { code { (v.id) } }
+            dt { "State" } dd { (state(v.state)) }
+            dt { "Address" } dd { (Shown(&v.address)) }
+            dt { "Announced from" } dd { (Shown(v.peer_address.as_deref().unwrap_or("?"))) }
+            dt { "Announced" } dd { (Shown(v.announced_at.as_deref().unwrap_or("?"))) " (" (age(v.announced_at.as_deref())) " ago)" }
+            @if let Some(by) = &v.admitted_by { dt { "Admitted by" } dd { (Shown(by)) } }
+            dt { "Token" } dd { @if let Some(t) = &v.token_sha256_prefix { code { (Shown(t)) } } @else { "none presented" } }
+            dt { "Labels" } dd { (labels(&v.token_labels)) }
+            dt { "CA SHA-256" } dd { (fingerprint(&v.ca_sha256)) }
+            dt { "CA subject" } dd { (Shown(node.ca_subject.as_deref().unwrap_or("?"))) }
+            @if node.ca_rejected == Some(true) { dt { "CA" } dd { "rejected: every node with this CA is refused" } }
+        }
+        (decisions(frame, node))
+        h2 { "History" }
+        table .history {
+            thead { tr { th { "When" } th { "Event" } th { "By" } th { "Details" } } }
+            tbody { @for event in history { (history_row(event)) } }
+        }
+    };
+    layout(frame, &format!("Node {}", janus_core::terminal::escape(&v.name)), said, body)
+}
+
+fn decisions(frame: &Frame<'_>, node: &NodeDetail) -> Markup {
+    let v = &node.view;
+    let may_approve = frame.caller.may(Scope::Approve) && v.state != NodeState::Admitted;
+    let may_reject = frame.caller.may(Scope::Reject) && v.state != NodeState::Rejected;
+    html! {
+        @if may_approve {
+            form .decide method="post" action={ "/console/nodes/" (v.id) "/approve" } {
+                h2 { "Approve" }
+                p { "Type or paste the SHA-256 the node's console printed (" code { "pki: this node's CA: SHA-256 …" }
+                    "). The node is approved only if it is this node's CA's." }
+                input type="hidden" name=(super::csrf::FIELD) value=(frame.csrf);
+                label { "CA SHA-256 " input name="expect_ca_sha256" required autocomplete="off" spellcheck="false" size="72"; }
+                button { "Approve" }
+            }
+        }
+        @if may_reject {
+            form .decide method="post" action={ "/console/nodes/" (v.id) "/reject" } {
+                h2 { "Reject" }
+                p { "Rejects this node and its CA: its polls are answered 404, and a later announcement with the same CA "
+                    "is rejected too. It does not take back the fleet's trust from a node already admitted (its bundle "
+                    "stays valid until it expires), and only an admin undoes it (remove " code { "rejected/<id>" }
+                    " and the CA's entry)." }
+                input type="hidden" name=(super::csrf::FIELD) value=(frame.csrf);
+                button .danger { "Reject" }
+            }
+        }
+    }
+}
+
+fn history_row(event: &serde_json::Value) -> Markup {
+    let text = |key: &str| event[key].as_str().unwrap_or_default().to_string();
+    let mut details = event.clone();
+    if let Some(map) = details.as_object_mut() {
+        for key in ["at", "event", "by", "user", "id"] {
+            map.remove(key);
+        }
+    }
+    let by = match (text("by"), text("user")) {
+        (by, user) if user.is_empty() => by,
+        (by, user) => format!("{by} ({user})"),
+    };
+    html! {
+        tr {
+            td { (Shown(&text("at"))) }
+            td { (Shown(&text("event"))) }
+            td { (Shown(&by)) }
+            td { code { (Shown(&janus_core::terminal::json_text(&details))) } }
+        }
+    }
+}
+
+/// The tokens: fingerprints, uses, expiry, labels; minting and revoking
+/// for a credential with the `tokens` scope. `minted` is shown once.
+pub fn tokens(frame: &Frame<'_>, list: &TokenList, minted: &[AddedToken], said: Option<Said<'_>>) -> Markup {
+    let may = frame.caller.may(Scope::Tokens);
+    let body = html! {
+        @if !minted.is_empty() {
+            div .minted role="status" {
+                p { b { "Shown once:" } " copy these tokens now; the console and the state keep only their SHA-256." }
+                ul { @for t in minted { li { code .token { (Shown(&t.token)) } " " code { (Shown(&t.sha256_prefix)) } } } }
+            }
+        }
+        @for warning in &list.warnings { p .said.refused { (Shown(warning)) } }
+        table .tokens {
+            thead { tr { th { "SHA-256 prefix" } th { "Uses left" } th { "Expires" } th { "Labels" }
+                th { "Description" } th { "Added by" } @if may { th {} } } }
+            tbody {
+                @for t in &list.tokens {
+                    tr {
+                        td { code { (Shown(&t.sha256_prefix)) } @if t.weak { " " span .weak { "WEAK" } } }
+                        td { @if t.metadata_unreadable { "unknown" } @else { (t.uses_left) } }
+                        td { @if t.metadata_unreadable { "unknown" } @else { (Shown(t.expires_at.as_deref().unwrap_or("never"))) } }
+                        td { (labels(&t.labels)) }
+                        td { (Shown(t.description.as_deref().unwrap_or(""))) }
+                        td { (Shown(&t.added_by)) }
+                        @if may {
+                            td { form method="post" action={ "/console/tokens/" (Shown(&t.sha256_prefix)) "/revoke" } {
+                                input type="hidden" name=(super::csrf::FIELD) value=(frame.csrf);
+                                button .danger { "Revoke" } } }
+                        }
+                    }
+                }
+            }
+        }
+        @if may { (mint_form(frame)) }
+    };
+    layout(frame, "Tokens", said, body)
+}
+
+fn mint_form(frame: &Frame<'_>) -> Markup {
+    html! {
+        form .mint method="post" action="/console/tokens" {
+            h2 { "Mint tokens" }
+            input type="hidden" name=(super::csrf::FIELD) value=(frame.csrf);
+            // Each form is done once: a re-sent one (a reload) is refused, not minted again.
+            input type="hidden" name="once" value=(janus_core::pki::hex(&rand::random::<[u8; 16]>()));
+            label { "How many " input name="count" type="number" min="1" max="1000" value="1"; }
+            label { " Uses each " input name="uses" type="number" min="1" value="1"; }
+            label { " Expires in " input name="expires_in" placeholder="24h"; }
+            label { " Description " input name="description"; }
+            label { " Labels " input name="labels" placeholder="pool=gpu,zone=b"; }
+            button { "Mint" }
+        }
+    }
+}
+
+/// A page that could not be made: the status's words, and what to do.
+pub fn failure(title: &str, said: &str) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head { meta charset="utf-8"; title { (title) " · janus-registration" }
+                link rel="stylesheet" href="/console/assets/console.css"; }
+            body { main { h1 { (title) } p .said.refused role="alert" { (Shown(said)) }
+                p { a href="/console/" { "Back to the console" } } } }
+        }
+    }
+}

@@ -1,0 +1,82 @@
+//! What the console serves besides pages: its one stylesheet and one
+//! script (compiled in: nothing is fetched from elsewhere), the event
+//! stream that keeps the pending list live, and the headers every console
+//! answer carries.
+//!
+//! Invariants: every answer under `/console` carries the
+//! Content-Security-Policy below (this origin's own stylesheet, script and
+//! event stream; no inline code, no frames, forms posted here only),
+//! `nosniff`, no referrer and `no-store` (a page may hold a token minted
+//! once); the event stream says only which kind of event happened (never
+//! a node's text), and takes its slot from the admin API's streams.
+
+use std::time::Duration;
+
+use axum::Extension;
+use axum::extract::{Path, Request, State};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::middleware::Next;
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+
+use super::failed;
+use crate::api::Caller;
+use crate::api::error::AdminApiError;
+use crate::api::routes::{Api, Received};
+
+/// The policy: this origin's own stylesheet, script and event stream.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+const STYLESHEET: &str = include_str!("console.css");
+const SCRIPT: &str = include_str!("console.js");
+
+/// Adds the console's headers to every answer.
+pub async fn headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    for (name, value) in [
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::CACHE_CONTROL, "no-store"),
+        (header::HeaderName::from_static("cross-origin-opener-policy"), "same-origin"),
+        (header::HeaderName::from_static("cross-origin-resource-policy"), "same-origin"),
+    ] {
+        headers.insert(name, HeaderValue::from_static(value));
+    }
+    response
+}
+
+/// `GET /console/assets/{console.css,console.js}`.
+pub async fn asset(Path(file): Path<String>) -> Response {
+    let (body, kind) = match file.as_str() {
+        "console.css" => (STYLESHEET, "text/css; charset=utf-8"),
+        "console.js" => (SCRIPT, "text/javascript; charset=utf-8"),
+        _ => return failed(AdminApiError::NotFound("no such asset".into())),
+    };
+    (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response()
+}
+
+/// `GET /console/events`: one `changed` event whenever the audit trail
+/// gains one (an announcement, a decision, a token), saying only its kind.
+pub async fn events(State(api): State<Api>, Extension(caller): Extension<Caller>) -> Response {
+    let slot = match api.streams.take(&caller.name) {
+        Ok(slot) => slot,
+        Err(e) => return failed(e),
+    };
+    let (sender, receiver) = tokio::sync::mpsc::channel(64);
+    let state = api.state.as_ref().clone();
+    let mut closing = api.closing.clone();
+    tokio::spawn(async move {
+        let _slot = slot;
+        tokio::select! {
+            () = crate::follow(state, None, sender, crate::Followed::Kinds) => {}
+            _ = closing.wait_for(|closed| *closed) => {}
+        }
+    });
+    Sse::new(Received::named("changed", receiver))
+        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
+        .into_response()
+}

@@ -1,0 +1,315 @@
+//! The admin console (issue 48): pages on the admin listener for people,
+//! over the admin API's typed functions, with the same credentials and
+//! scopes. Driven over real HTTPS with the crate's admin client, as a
+//! browser sends it (cookies, `Origin`, `Sec-Fetch-Site`, forms); the
+//! browser itself is `scripts/console-check.sh` (headless Chromium).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use janus_registration::admin_api::Scope;
+use janus_registration::admin_api::client::{AdminClient, RawReply};
+use janus_registration::certs::{self, Minted};
+
+use crate::admin_api::{client, credential, with_admin_api};
+use crate::common::*;
+
+/// A browser's session with the console: its cookie, once it has one.
+struct Browser {
+    client: AdminClient,
+    host: String,
+    cookie: Option<String>,
+}
+
+impl Browser {
+    fn new(fx: &Fixture, admin: SocketAddr, credential: &Minted) -> Self {
+        Browser { client: client(fx, admin, credential), host: admin.to_string(), cookie: None }
+    }
+
+    async fn get(&mut self, path: &str) -> RawReply {
+        let cookie = self.cookie.clone().map(|c| format!("janus_console={c}"));
+        let mut headers = vec![("Sec-Fetch-Site", "none")];
+        if let Some(cookie) = &cookie {
+            headers.push(("Cookie", cookie));
+        }
+        let reply = self.client.exchange("GET", path, &headers, Vec::new()).await.unwrap();
+        if let Some(set) = reply.headers.get("set-cookie") {
+            let set = set.to_str().unwrap();
+            assert!(
+                set.contains("Secure") && set.contains("HttpOnly") && set.contains("SameSite=Strict"),
+                "{set}"
+            );
+            let value = set.split(';').next().unwrap().split_once('=').unwrap().1;
+            self.cookie = Some(value.to_string());
+        }
+        reply
+    }
+
+    /// Posts `fields` as the console's own page does (same origin, its cookie).
+    async fn post(&self, path: &str, fields: &[(&str, &str)]) -> RawReply {
+        let origin = format!("https://{}", self.host);
+        let cookie = format!("janus_console={}", self.cookie.as_deref().unwrap_or(""));
+        let headers =
+            [("Origin", origin.as_str()), ("Sec-Fetch-Site", "same-origin"), ("Cookie", cookie.as_str())];
+        self.post_with(path, &headers, fields).await
+    }
+
+    async fn post_with(&self, path: &str, headers: &[(&str, &str)], fields: &[(&str, &str)]) -> RawReply {
+        let body = form_urlencoded::Serializer::new(String::new()).extend_pairs(fields).finish();
+        let mut all = vec![("Content-Type", "application/x-www-form-urlencoded")];
+        all.extend_from_slice(headers);
+        self.client.exchange("POST", path, &all, body.into_bytes()).await.unwrap()
+    }
+}
+
+/// A request header, and a form's field.
+type Header<'a> = (&'a str, &'a str);
+type Field = (&'static str, String);
+
+/// The value of the hidden field `name` in `page`.
+fn field(page: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let at = page.find(&marker).unwrap_or_else(|| panic!("no {name} field in {page}")) + marker.len();
+    page[at..].split('"').next().unwrap().to_string()
+}
+
+async fn pending_id(fx: &Fixture, admin: SocketAddr, admin_ca: &Minted, name: &str) -> String {
+    let api = client(fx, admin, &credential(admin_ca, "lookup", &[Scope::Read]));
+    let listed = api.call("GET", "/v1/nodes?state=pending", None).await.unwrap();
+    let nodes = listed.body["nodes"].as_array().unwrap().clone();
+    let node =
+        nodes.iter().find(|n| n["name"] == name).unwrap_or_else(|| panic!("{name} pending: {nodes:?}"));
+    node["id"].as_str().unwrap().to_string()
+}
+
+async fn state_of(fx: &Fixture, admin: SocketAddr, admin_ca: &Minted, id: &str) -> String {
+    let api = client(fx, admin, &credential(admin_ca, "lookup", &[Scope::Read]));
+    let node = api.call("GET", &format!("/v1/nodes/{id}"), None).await.unwrap();
+    node.body["state"].as_str().unwrap().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_sees_a_pending_node_escaped_and_approves_it_only_with_its_fingerprint() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let nodes = node_client(&fx, server.addr);
+    // Names are hostnames (checked at announcement); a CA's subject is the node's to say.
+    let ca = crate::hostile_nodes::crafted_ca("edge-3<script>alert(1)</script>\u{202e}", false);
+    announce(&nodes, "edge-3", &ca, "").await;
+    let id = pending_id(&fx, admin, &admin_ca, "edge-3").await;
+
+    let mut browser = Browser::new(&fx, admin, &credential(&admin_ca, "alice", &Scope::ALL));
+    let page = browser.get("/console/").await;
+    assert_eq!(page.status, 200);
+    let csp = page.headers["content-security-policy"].to_str().unwrap();
+    assert!(
+        csp.contains("default-src 'none'") && csp.contains("script-src 'self'") && !csp.contains("unsafe")
+    );
+    assert_eq!(page.headers["cache-control"], "no-store");
+    let hash = ca_hash(&ca);
+    assert!(
+        page.text().contains(&format!("{} {}", &hash[..4], &hash[4..8])),
+        "the fingerprint in groups of four"
+    );
+
+    let node_page = browser.get(&format!("/console/nodes/{id}")).await.text();
+    assert!(!node_page.contains("<script>alert"), "node text is HTML-escaped");
+    assert!(
+        node_page.contains("edge-3&lt;script&gt;alert(1)&lt;/script&gt;\\u{202e}"),
+        "bidi shown: {node_page}"
+    );
+    let input = node_page.split("name=\"expect_ca_sha256\"").nth(1).unwrap().split('>').next().unwrap();
+    assert!(!input.contains("value="), "the approve form is never filled with the fingerprint: {input}");
+    let csrf = field(&node_page, "csrf");
+    let approve = format!("/console/nodes/{id}/approve");
+    let mistyped = format!("{}0", &hash[..63]);
+    let refused = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", &mistyped)]).await;
+    assert_eq!(refused.status, 422, "{}", refused.text());
+    assert!(refused.text().contains("refused"), "{}", refused.text());
+    let malformed = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", "2bcd")]).await;
+    assert_eq!(malformed.status, 400);
+    let empty = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", " ")]).await;
+    assert_eq!(empty.status, 400);
+    assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "pending");
+
+    // As a person pastes it: upper case, in groups.
+    let pasted: Vec<String> =
+        hash.to_uppercase().as_bytes().chunks(4).map(|c| String::from_utf8(c.to_vec()).unwrap()).collect();
+    let done = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", &pasted.join(" "))]).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "admitted");
+    let again = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", &hash)]).await;
+    assert_ne!(again.status, 409, "a re-sent form is never 409");
+    assert!(audit_trail(&fx.state()).contains("alice"), "the audit trail names the credential");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_console_form_refuses_a_request_without_its_csrf_token() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let nodes = node_client(&fx, server.addr);
+    let (_, _, _) = announce(&nodes, "web-1", &certs::mint_node_ca("web-1").unwrap(), "").await;
+    let id = pending_id(&fx, admin, &admin_ca, "web-1").await;
+    let token = add_token(&fx.state(), &[]);
+    let prefix = janus_registration::store::audit::token_fingerprint(&token);
+    let mut browser = Browser::new(&fx, admin, &credential(&admin_ca, "alice", &Scope::ALL));
+    let csrf = field(&browser.get(&format!("/console/nodes/{id}")).await.text(), "csrf");
+    let tokens_page = browser.get("/console/tokens").await.text();
+    let once = field(&tokens_page, "once");
+    let tokens_before = fx.tokens();
+
+    let forms = janus_registration::admin::console::table();
+    let posts: Vec<String> = forms
+        .iter()
+        .filter(|(method, _)| method == axum::http::Method::POST)
+        .map(|(_, path)| path.replace("{id}", &id).replace("{prefix}", &prefix))
+        .collect();
+    assert_eq!(posts.len(), 4, "approve, reject, mint, revoke");
+    let origin = format!("https://{admin}");
+    let cookie = format!("janus_console={}", browser.cookie.clone().unwrap());
+    let other_cookie = format!("janus_console={}", "ab".repeat(16));
+    let fields = |csrf: Option<&str>| {
+        let mut f =
+            vec![("expect_ca_sha256", "00".repeat(32)), ("once", once.clone()), ("count", "1".into())];
+        if let Some(csrf) = csrf {
+            f.push(("csrf", csrf.to_string()));
+        }
+        f
+    };
+    for path in &posts {
+        let same_site =
+            [("Origin", origin.as_str()), ("Sec-Fetch-Site", "same-origin"), ("Cookie", cookie.as_str())];
+        let cases: Vec<(&str, Vec<Header>, Vec<Field>)> = vec![
+            ("no token", same_site.to_vec(), fields(None)),
+            ("a wrong token", same_site.to_vec(), fields(Some(&"0".repeat(64)))),
+            (
+                "another browser's cookie",
+                vec![("Origin", origin.as_str()), ("Cookie", other_cookie.as_str())],
+                fields(Some(&csrf)),
+            ),
+            ("no cookie", vec![("Origin", origin.as_str())], fields(Some(&csrf))),
+            (
+                "another origin",
+                vec![("Origin", "https://evil.example"), ("Cookie", cookie.as_str())],
+                fields(Some(&csrf)),
+            ),
+            (
+                "a cross-site fetch",
+                vec![("Sec-Fetch-Site", "cross-site"), ("Cookie", cookie.as_str())],
+                fields(Some(&csrf)),
+            ),
+        ];
+        for (what, headers, form) in cases {
+            let pairs: Vec<(&str, &str)> = form.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            let answer = browser.post_with(path, &headers, &pairs).await;
+            assert_eq!(answer.status, 403, "{path} with {what}: {}", answer.text());
+        }
+    }
+    assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "pending", "nothing was decided");
+    assert_eq!(fx.tokens(), tokens_before, "nothing was minted or revoked");
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_credential_sees_every_page_and_may_not_act() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let nodes = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("web-2").unwrap();
+    announce(&nodes, "web-2", &ca, "").await;
+    let id = pending_id(&fx, admin, &admin_ca, "web-2").await;
+    let mut reader = Browser::new(&fx, admin, &credential(&admin_ca, "bob", &[Scope::Read]));
+    for path in [
+        "/console/",
+        "/console/nodes?state=pending&label=",
+        "/console/tokens",
+        &format!("/console/nodes/{id}"),
+    ] {
+        let page = reader.get(path).await;
+        assert_eq!(page.status, 200, "{path}");
+        assert!(!page.text().contains("action=\"/console/nodes/"), "{path}: no decision form for a reader");
+    }
+    // The scope is checked first: whatever the form carries.
+    let refused = reader
+        .post(&format!("/console/nodes/{id}/approve"), &[("csrf", "0"), ("expect_ca_sha256", &ca_hash(&ca))])
+        .await;
+    assert_eq!(refused.status, 403);
+    assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "pending");
+    let none = Browser::new(&fx, admin, &credential(&admin_ca, "carol", &[Scope::Approve])).client;
+    let page = none.exchange("GET", "/console/", &[], Vec::new()).await.unwrap();
+    assert_eq!(page.status, 403, "approving is not seeing");
+    for bad in ["/console/nodes?state=gone", "/console/nodes?label=novalue", "/console/nodes?colour=red"] {
+        assert_eq!(reader.get(bad).await.status, 400, "{bad}");
+    }
+    assert_eq!(reader.get("/console/nodes/ffffffffffffffffffffffffffffffff").await.status, 404);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mint_form_is_done_once_and_its_tokens_are_shown_once() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let mut browser =
+        Browser::new(&fx, admin, &credential(&admin_ca, "alice", &[Scope::Read, Scope::Tokens]));
+    let page = browser.get("/console/tokens").await.text();
+    let (csrf, once) = (field(&page, "csrf"), field(&page, "once"));
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("once", once.as_str()),
+        ("count", "2"),
+        ("labels", "pool=gpu, zone=b"),
+        ("expires_in", "1h"),
+    ];
+    let minted = browser.post("/console/tokens", &form).await;
+    assert_eq!(minted.status, 200, "{}", minted.text());
+    let tokens = fx.tokens();
+    let made: Vec<&str> = tokens.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
+    assert_eq!(made.len(), 2);
+    assert!(made.iter().all(|t| minted.text().contains(t)), "shown on the answer that made them");
+    let again = browser.post("/console/tokens", &form).await;
+    assert_eq!(again.status, 400, "a re-sent mint form");
+    assert_eq!(fx.tokens(), tokens, "nothing minted again");
+    let listed = browser.get("/console/tokens").await.text();
+    assert!(made.iter().all(|t| !listed.contains(t)), "never shown again");
+    assert!(listed.contains("pool=gpu"));
+    let fresh = field(&listed, "once");
+    let bad = browser.post("/console/tokens", &[("csrf", &csrf), ("once", &fresh), ("count", "x")]).await;
+    assert_eq!(bad.status, 400);
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_event_stream_says_an_announcement_happened_and_nothing_more() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let reader = client(&fx, admin, &credential(&admin_ca, "bob", &[Scope::Read]));
+    let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
+    let follow = tokio::spawn(async move {
+        reader
+            .events("/console/events", |event| {
+                let _ = seen_tx.send(event);
+                false
+            })
+            .await
+    });
+    let nodes = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("web-3").unwrap();
+    // The follower starts at the trail's end: announce until it says so.
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    let event = loop {
+        assert!(tokio::time::Instant::now() < deadline, "no event within 20 s");
+        announce(&nodes, "web-3", &ca, "").await;
+        if let Ok(Some(event)) = tokio::time::timeout(Duration::from_millis(1500), seen.recv()).await {
+            break event;
+        }
+    };
+    assert_eq!(event, serde_json::json!({"event": "announced"}), "only the kind: no node text");
+    follow.await.unwrap().unwrap();
+    server.stop().await;
+}
