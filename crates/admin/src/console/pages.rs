@@ -51,7 +51,7 @@ pub fn layout(frame: &Frame<'_>, title: &str, said: Option<Said<'_>>, body: Mark
             head {
                 meta charset="utf-8";
                 meta name="viewport" content="width=device-width, initial-scale=1";
-                meta name="referrer" content="no-referrer";
+                meta name="referrer" content="same-origin";
                 title { (title) " · janus-registration" }
                 link rel="stylesheet" href="/console/assets/console.css";
                 script src="/console/assets/console.js" defer {}
@@ -246,10 +246,10 @@ fn decisions(frame: &Frame<'_>, node: &NodeDetail) -> Markup {
         @if may_reject {
             form .decide method="post" action={ "/console/nodes/" (v.id) "/reject" } {
                 h2 { "Reject" }
-                p { "Rejects this node and its CA: its polls are answered 404, and a later announcement with the same CA "
-                    "is rejected too. It does not take back the fleet's trust from a node already admitted (its bundle "
-                    "stays valid until it expires), and only an admin undoes it (remove " code { "rejected/<id>" }
-                    " and the CA's entry)." }
+                p { "Rejects this node and its CA: its polls are answered 404 from now on, and its later "
+                    "announcements (new ids, same CA) are rejected at once. It does not take back the fleet's trust "
+                    "from a node that was admitted (it may hold it already: rotate the fleet's issuing CA to revoke "
+                    "it). Only an admin lifts it: " code { "nodes forget" } " of this record." }
                 input type="hidden" name=(super::csrf::FIELD) value=(frame.csrf);
                 button .danger { "Reject" }
             }

@@ -6,7 +6,7 @@
 //! Invariants: every answer under `/console` carries the
 //! Content-Security-Policy below (this origin's own stylesheet, script and
 //! event stream; no inline code, no frames, forms posted here only),
-//! `nosniff`, no referrer and `no-store` (a page may hold a token minted
+//! `nosniff`, a referrer for this origin only (`no-referrer` would make the browser send `Origin: null` with each form, which the CSRF check refuses) and `no-store` (a page may hold a token minted
 //! once); the event stream says only which kind of event happened (never
 //! a node's text), and takes its slot from the admin API's streams.
 
@@ -38,7 +38,7 @@ pub async fn headers(request: Request, next: Next) -> Response {
     for (name, value) in [
         (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "no-referrer"),
+        (header::REFERRER_POLICY, "same-origin"),
         (header::X_FRAME_OPTIONS, "DENY"),
         (header::CACHE_CONTROL, "no-store"),
         (header::HeaderName::from_static("cross-origin-opener-policy"), "same-origin"),

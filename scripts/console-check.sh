@@ -1,0 +1,123 @@
+#!/usr/bin/env bash
+# The admin console in a real browser (docs/operating.md "The console"):
+# headless Chromium from Debian's packages, the credential `certs admin
+# --p12` wrote imported into its NSS database with pk12util, picked by the
+# AutoSelectCertificateForUrls policy; it loads the pending page, sees a
+# node (the project's agent) appear without a reload, is refused a
+# mistyped fingerprint, approves with the right one, and the node is then
+# admitted. A browser without the credential never gets a page (the
+# handshake is refused). Screenshots go to target/console-check/.
+#
+# Installs chromium and libnss3-tools when missing; says SKIPPED where
+# they cannot be installed, or where a private mount namespace (for the
+# policy, never written to the host's /etc) is refused.
+#
+#   scripts/console-check.sh [BINARY]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bin=$(realpath "${1:-target/debug/janus-registration}")
+shots=$(realpath -m target/console-check)
+skip() { echo "console-check: SKIPPED: $*"; exit 0; }
+
+if ! command -v chromium >/dev/null 2>&1 || ! command -v pk12util >/dev/null 2>&1; then
+  apt-get install -y -qq chromium libnss3-tools >/dev/null 2>&1 ||
+    { apt-get update -qq >/dev/null 2>&1 && apt-get install -y -qq chromium libnss3-tools >/dev/null 2>&1; } ||
+    skip "chromium or libnss3-tools cannot be installed"
+fi
+venv=target/console-venv
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c 'import websocket' 2>/dev/null; then
+  python3 -m venv "$venv" >/dev/null 2>&1 || { apt-get install -y -qq python3-venv >/dev/null 2>&1 && python3 -m venv "$venv"; } ||
+    skip "no python3 venv"
+  "$venv/bin/pip" install -q websocket-client || skip "websocket-client cannot be installed from PyPI"
+fi
+[ -d /etc/chromium ] || skip "Debian's chromium left no /etc/chromium to read its policy from"
+unshare -m --propagation private true 2>/dev/null || skip "no private mount namespace (unshare -m) for the browser's policy"
+
+work=$(mktemp -d)
+server_pid=
+cleanup() {
+  [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
+  # The browser's processes write into $work until they are gone.
+  pkill -f "$work/" 2>/dev/null || true
+  for _ in $(seq 50); do
+    pgrep -f "$work/" >/dev/null || break
+    sleep 0.1
+  done
+  pkill -9 -f "$work/" 2>/dev/null || true
+  rm -rf "$work" || rm -rf "$work"
+}
+trap cleanup EXIT
+rm -rf "$shots" && mkdir -p "$shots"
+cd "$work"
+
+"$bin" certs fleet --out fleet >/dev/null
+"$bin" certs controller --fleet fleet --out controller >/dev/null
+"$bin" certs admin-ca --out admin-ca >/dev/null
+printf 'console-check password\n' >p12-password
+"$bin" certs admin --ca admin-ca --name alice --scope read --scope approve --scope reject \
+  --out alice --p12 --p12-password-file p12-password >/dev/null
+mkdir state
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+admin_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+"$bin" serve --listen "127.0.0.1:$port" --fleet fleet --cert controller.crt --key controller.key --state state \
+  --admin-listen "127.0.0.1:$admin_port" --admin-ca admin-ca/admin-ca.crt 2>serve.log &
+server_pid=$!
+until "$bin" healthcheck --addr "127.0.0.1:$port" 2>/dev/null; do
+  kill -0 "$server_pid" 2>/dev/null || { cat serve.log; exit 1; }
+  sleep 0.2
+done
+
+# The browser's own NSS database: the fleet's root trusted for servers,
+# the credential from its PKCS#12, as a person imports them.
+for who in with without; do
+  mkdir -p "home-$who/.pki/nssdb"
+  certutil -N -d "sql:home-$who/.pki/nssdb" --empty-password
+  certutil -A -d "sql:home-$who/.pki/nssdb" -n "janus fleet root" -t "C,," -i fleet/root.crt
+done
+pk12util -i alice.p12 -d sql:home-with/.pki/nssdb -w p12-password | sed 's/^/console-check: /'
+# The policy that picks the credential without a prompt, in /etc/chromium
+# as this namespace alone sees it.
+mkdir -p etc-chromium/policies/managed
+cp -a /etc/chromium/. etc-chromium/ 2>/dev/null || true
+origin="https://controller.fleet.janus:$admin_port"
+printf '{"AutoSelectCertificateForUrls": ["{\\"pattern\\":\\"%s\\",\\"filter\\":{\\"ISSUER\\":{\\"CN\\":\\"janus-registration admin CA\\"}}}"]}\n' \
+  "$origin" >etc-chromium/policies/managed/janus-console.json
+browser() { # HOME-DIR ARGS...
+  local home=$1
+  shift
+  # $0 and $@ are the inner shell's: the policy directory, then the browser's command.
+  # shellcheck disable=SC2016
+  unshare -m --propagation private sh -c 'mount --bind "$0" /etc/chromium && exec "$@"' \
+    "$work/etc-chromium" env HOME="$work/$home" chromium --headless --no-sandbox --disable-gpu \
+    --no-first-run --user-data-dir="$work/profile-$home/" \
+    --host-resolver-rules="MAP controller.fleet.janus 127.0.0.1" "$@"
+}
+
+# Without the credential: the handshake is refused, no page.
+without=$(browser home-without --dump-dom "$origin/console/" 2>without.log || true)
+if grep -q 'Pending nodes' <<<"$without"; then
+  echo "console-check: a browser without the credential got the page"; exit 1
+fi
+echo "console-check: without the credential: no page ($(grep -o 'ERR_[A-Z_]*' without.log | head -1 || echo refused))"
+
+browser home-with --remote-debugging-port=0 --remote-allow-origins='*' about:blank 2>browser.log &
+devtools=""
+for _ in $(seq 100); do
+  devtools=$(head -1 "profile-home-with/DevToolsActivePort" 2>/dev/null || true)
+  [ -n "$devtools" ] && break
+  sleep 0.1
+done
+[ -n "$devtools" ] || { cat browser.log; echo "console-check: the browser did not start"; exit 1; }
+
+"$bin" user-data announce --fleet fleet --hostname web-7 --address "127.0.0.1:$port" >web-7.user-data.json
+# agent --once exits 2 while the node is pending.
+announce="$bin agent --user-data web-7.user-data.json --dir web-7-node --once || [ \$? = 2 ]"
+said=$("$OLDPWD/$venv/bin/python" -u "$OLDPWD/scripts/console-browser.py" "$devtools" "$origin/console/" "$shots" \
+  sh -c "$announce") || { printf '%s\n' "$said"; exit 1; }
+printf '%s\n' "$said" | sed '$d'
+name=$(printf '%s\n' "$said" | tail -1)
+[ "$name" = web-7 ] || { echo "console-check: the page showed $name, not web-7"; exit 1; }
+"$bin" agent --dir web-7-node --once >agent.log 2>&1 || { cat agent.log; echo "console-check: web-7 not admitted"; exit 1; }
+grep -h '"event":"admitted"' state/audit/*.jsonl | grep -q '"user":"alice"' ||
+  { echo "console-check: the approval is not audited under alice"; exit 1; }
+echo "console-check: the console approved web-7 in Chromium $(chromium --version 2>/dev/null | awk '{print $2}'); the node is admitted; screenshots in $shots"
