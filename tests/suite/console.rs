@@ -107,6 +107,11 @@ async fn a_person_sees_a_pending_node_escaped_and_approves_it_only_with_its_fing
         csp.contains("default-src 'none'") && csp.contains("script-src 'self'") && !csp.contains("unsafe")
     );
     assert_eq!(page.headers["cache-control"], "no-store");
+    let escaped = "edge-3&lt;script&gt;alert(1)&lt;/script&gt;\\u{202e}";
+    assert!(
+        page.text().contains(escaped) && !page.text().contains("<script>alert"),
+        "the CA subject, escaped"
+    );
     let hash = ca_hash(&ca);
     assert!(
         page.text().contains(&format!("{} {}", &hash[..4], &hash[4..8])),

@@ -18,7 +18,7 @@ use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
-use axum::extract::{Path, RawQuery, Request, State};
+use axum::extract::{Path, RawQuery, Request};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -70,32 +70,64 @@ impl DoneForms {
     }
 }
 
-/// The console's routes (added to the admin API's router), each behind
-/// the scope it needs; the forms behind [`csrf::check`] too.
-pub(crate) fn routes(api: &Api) -> Router<Api> {
+/// The console's routes under construction: a page or a form goes in
+/// with the scope it needs, a form behind [`csrf::check`] too; nothing
+/// else adds a route, so none is without its checks.
+struct Routes {
+    router: Router<Api>,
+    table: Vec<(Method, &'static str)>,
+}
+
+impl Routes {
+    fn page(mut self, path: &'static str, needs: Needs, handler: MethodRouter<Api>) -> Self {
+        self.table.push((Method::GET, path));
+        self.router = self.router.route(path, guarded(needs, handler));
+        self
+    }
+
+    fn form(mut self, path: &'static str, needs: Needs, handler: MethodRouter<Api>) -> Self {
+        self.table.push((Method::POST, path));
+        let checked = handler.route_layer(axum::middleware::from_fn(checked_form));
+        self.router = self.router.route(path, guarded(needs, checked));
+        self
+    }
+}
+
+/// `handler` behind the check of `needs`.
+fn guarded(needs: Needs, handler: MethodRouter<Api>) -> MethodRouter<Api> {
+    handler.route_layer(axum::middleware::from_fn(move |r: Request, n: Next| guard(needs, r, n)))
+}
+
+fn build() -> Routes {
     use axum::routing::{get, post};
-    let page = |needs: Needs, handler: MethodRouter<Api>| {
-        handler.route_layer(axum::middleware::from_fn(move |r: Request, n: Next| guard(needs, r, n)))
-    };
-    let form = |needs: Needs, handler: MethodRouter<Api>| {
-        page(needs, handler.route_layer(axum::middleware::from_fn_with_state(api.clone(), checked_form)))
-    };
     let read = Needs::Scope(Scope::Read);
-    Router::new()
-        .route("/console", get(|| async { axum::response::Redirect::to("/console/") }))
-        .route("/console/", page(read, get(pending_page)))
-        .route("/console/nodes", page(read, get(nodes_page)))
-        .route("/console/nodes/{id}", page(read, get(node_page)))
-        .route("/console/nodes/{id}/approve", form(Needs::Scope(Scope::Approve), post(approve)))
-        .route("/console/nodes/{id}/reject", form(Needs::Scope(Scope::Reject), post(reject)))
-        .route(
-            "/console/tokens",
-            page(read, get(tokens_page)).merge(form(Needs::Scope(Scope::Tokens), post(mint))),
-        )
-        .route("/console/tokens/{prefix}/revoke", form(Needs::Scope(Scope::Tokens), post(revoke)))
-        .route("/console/events", page(read, get(serve::events)))
-        .route("/console/assets/{file}", page(Needs::Credential, get(serve::asset)))
+    let routes = Routes { router: Router::new(), table: Vec::new() };
+    routes
+        .page("/console/", read, get(pending_page))
+        .page("/console/nodes", read, get(nodes_page))
+        .page("/console/nodes/{id}", read, get(node_page))
+        .form("/console/nodes/{id}/approve", Needs::Scope(Scope::Approve), post(approve))
+        .form("/console/nodes/{id}/reject", Needs::Scope(Scope::Reject), post(reject))
+        .page("/console/tokens", read, get(tokens_page))
+        .form("/console/tokens", Needs::Scope(Scope::Tokens), post(mint))
+        .form("/console/tokens/{prefix}/revoke", Needs::Scope(Scope::Tokens), post(revoke))
+        .page("/console/events", read, get(serve::events))
+        .page("/console/assets/{file}", Needs::Credential, get(serve::asset))
+}
+
+/// Every console route's method and path, as [`routes`] serves them:
+/// what the tests walk (every form refuses a post without its token).
+pub fn table() -> Vec<(Method, &'static str)> {
+    build().table
+}
+
+/// The console's routes, added to the admin API's router.
+pub(crate) fn routes(api: &Api) -> Router<Api> {
+    build()
+        .router
+        .route("/console", axum::routing::get(|| async { axum::response::Redirect::to("/console/") }))
         .layer(axum::middleware::from_fn(serve::headers))
+        .layer(Extension(api.console.clone()))
 }
 
 /// The route's check, as the API's, answered as a page.
@@ -130,7 +162,7 @@ impl Fields {
 
 /// Reads a form (16 KiB at most, `application/x-www-form-urlencoded`),
 /// refuses it unless [`csrf::check`] passes, and hands its fields on.
-async fn checked_form(State(api): State<Api>, request: Request, next: Next) -> Response {
+async fn checked_form(Extension(console): Extension<Arc<Console>>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let Some(caller) = parts.extensions.get::<Caller>().cloned() else {
         return failed(AdminApiError::Forbidden("no credential".into()));
@@ -146,7 +178,7 @@ async fn checked_form(State(api): State<Api>, request: Request, next: Next) -> R
     };
     let fields: HashMap<String, String> = form_urlencoded::parse(&bytes).into_owned().collect();
     if let Err(why) =
-        csrf::check(&api.console.key, &parts.headers, &caller, fields.get(csrf::FIELD).map(String::as_str))
+        csrf::check(&console.key, &parts.headers, &caller, fields.get(csrf::FIELD).map(String::as_str))
     {
         return failed(AdminApiError::Forbidden(why));
     }
@@ -446,19 +478,4 @@ async fn revoke(asked: Asked, Path(prefix): Path<String>) -> Response {
             tokens_answer(asked, status, Vec::new(), Some(Err(e.to_string()))).await
         }
     }
-}
-
-/// Every console route's method and path: what the tests walk.
-pub fn table() -> Vec<(Method, &'static str)> {
-    vec![
-        (Method::GET, "/console/"),
-        (Method::GET, "/console/nodes"),
-        (Method::GET, "/console/nodes/{id}"),
-        (Method::POST, "/console/nodes/{id}/approve"),
-        (Method::POST, "/console/nodes/{id}/reject"),
-        (Method::GET, "/console/tokens"),
-        (Method::POST, "/console/tokens"),
-        (Method::POST, "/console/tokens/{prefix}/revoke"),
-        (Method::GET, "/console/events"),
-    ]
 }
