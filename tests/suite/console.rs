@@ -7,8 +7,8 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use janus_registration::admin_api::Scope;
 use janus_registration::admin_api::client::{AdminClient, RawReply};
+use janus_registration::admin_api::{Needs, Scope};
 use janus_registration::certs::{self, Minted};
 
 use crate::admin_api::{client, credential, with_admin_api};
@@ -169,8 +169,8 @@ async fn every_console_form_refuses_a_request_without_its_csrf_token() {
     let forms = janus_registration::admin::console::table();
     let posts: Vec<String> = forms
         .iter()
-        .filter(|(method, _)| method == axum::http::Method::POST)
-        .map(|(_, path)| path.replace("{id}", &id).replace("{prefix}", &prefix))
+        .filter(|(method, _, _)| method == axum::http::Method::POST)
+        .map(|(_, path, _)| path.replace("{id}", &id).replace("{prefix}", &prefix))
         .collect();
     assert_eq!(posts.len(), 4, "approve, reject, mint, revoke");
     let origin = format!("https://{admin}");
@@ -276,6 +276,9 @@ async fn a_mint_form_is_done_once_and_its_tokens_are_shown_once() {
     let made: Vec<&str> = tokens.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
     assert_eq!(made.len(), 2);
     assert!(made.iter().all(|t| minted.text().contains(t)), "shown on the answer that made them");
+    let trail = audit_trail(&fx.state());
+    let added: Vec<&str> = trail.lines().filter(|l| l.contains("\"event\":\"token_added\"")).collect();
+    assert!(added.len() == 2 && added.iter().all(|l| l.contains("alice")), "audited under the credential: {trail}");
     let again = browser.post("/console/tokens", &form).await;
     assert_eq!(again.status, 400, "a re-sent mint form");
     assert_eq!(fx.tokens(), tokens, "nothing minted again");
@@ -294,10 +297,23 @@ async fn the_console_event_stream_says_an_announcement_happened_and_nothing_more
     let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
     let (server, admin) = with_admin_api(&fx, &admin_ca).await;
     let reader = client(&fx, admin, &credential(&admin_ca, "bob", &[Scope::Read]));
+    let origin = format!("https://{admin}");
+    let cookie = format!("janus_console={}", "ab".repeat(16));
+    // Another site cannot make the admin's browser hold the credential's streams.
+    for (what, headers) in [
+        ("no cookie", vec![("Sec-Fetch-Site", "same-origin")]),
+        ("another site", vec![("Sec-Fetch-Site", "cross-site"), ("Cookie", cookie.as_str())]),
+        ("another origin", vec![("Origin", "https://evil.example"), ("Cookie", cookie.as_str())]),
+    ] {
+        let refused = reader.exchange("GET", "/console/events", &headers, Vec::new()).await.unwrap();
+        assert_eq!(refused.status, 403, "{what}");
+    }
     let (seen_tx, mut seen) = tokio::sync::mpsc::unbounded_channel();
     let follow = tokio::spawn(async move {
+        let headers =
+            [("Origin", origin.as_str()), ("Sec-Fetch-Site", "same-origin"), ("Cookie", cookie.as_str())];
         reader
-            .events("/console/events", |event| {
+            .events_with("/console/events", &headers, |event| {
                 let _ = seen_tx.send(event);
                 false
             })
@@ -316,5 +332,30 @@ async fn the_console_event_stream_says_an_announcement_happened_and_nothing_more
     };
     assert_eq!(event, serde_json::json!({"event": "announced"}), "only the kind: no node text");
     follow.await.unwrap().unwrap();
+    server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_console_route_is_refused_to_a_credential_without_its_scope() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let nodes = node_client(&fx, server.addr);
+    announce(&nodes, "web-4", &certs::mint_node_ca("web-4").unwrap(), "").await;
+    let id = pending_id(&fx, admin, &admin_ca, "web-4").await;
+    for (method, path, needs) in janus_registration::admin::console::table() {
+        let Needs::Scope(scope) = needs else { continue };
+        let others: Vec<Scope> = Scope::ALL.into_iter().filter(|s| *s != scope).collect();
+        let mut browser = Browser::new(&fx, admin, &credential(&admin_ca, "mallory", &others));
+        browser.get("/console/tokens").await; // its cookie
+        let path =
+            path.replace("{id}", &id).replace("{prefix}", &"ab".repeat(6)).replace("{file}", "console.css");
+        let answer = match method {
+            axum::http::Method::GET => browser.get(&path).await,
+            _ => browser.post(&path, &[("csrf", "0")]).await,
+        };
+        assert_eq!(answer.status, 403, "{method} {path} without {scope:?}");
+    }
+    assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "pending");
     server.stop().await;
 }

@@ -164,8 +164,19 @@ impl AdminClient {
 
     /// `GET /v1/events`: each event's data, as it comes, to `each` (until
     /// it returns false or the stream ends).
-    pub async fn events(&self, path: &str, mut each: impl FnMut(Value) -> bool) -> Result<(), String> {
-        let (response, _opened) = self.send("GET", path, None).await?;
+    pub async fn events(&self, path: &str, each: impl FnMut(Value) -> bool) -> Result<(), String> {
+        self.events_with(path, &[], each).await
+    }
+
+    /// An event stream asked for with these headers (the console's: its
+    /// cookie and origin), each event's data to `each` as [`Self::events`].
+    pub async fn events_with(
+        &self,
+        path: &str,
+        headers: &[(&str, &str)],
+        mut each: impl FnMut(Value) -> bool,
+    ) -> Result<(), String> {
+        let (response, _opened) = self.send_raw("GET", path, headers, Vec::new()).await?;
         let status = response.status().as_u16();
         let mut body = response.into_body();
         if status != 200 {

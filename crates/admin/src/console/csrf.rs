@@ -73,26 +73,20 @@ pub fn new_browser() -> (String, HeaderValue) {
     (name, value)
 }
 
+/// Whether a request came from the console's own pages: its `Origin` (when
+/// sent) is the console's, `Sec-Fetch-Site` (when sent) says `same-origin`,
+/// and it carries the browser's cookie, which another site's request does
+/// not (`SameSite=Strict`). What the event stream asks: another site must
+/// not hold the credential's stream slots open through the admin's browser.
+pub fn same_origin(headers: &HeaderMap) -> Result<String, String> {
+    origin_check(headers)?;
+    browser(headers)
+        .ok_or_else(|| "the browser sent no console cookie: reload the page and try again".to_string())
+}
+
 /// Whether a form post may be done: `Err` says why not, for the page.
 pub fn check(key: &Key, headers: &HeaderMap, caller: &Caller, token: Option<&str>) -> Result<(), String> {
-    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
-    if let Some(origin) = headers.get(header::ORIGIN) {
-        let origin = origin.to_str().unwrap_or("(not text)");
-        if origin != format!("https://{host}") {
-            return Err(format!(
-                "the form was sent from another origin ({}), not this console's: refused",
-                janus_core::terminal::escape(origin)
-            ));
-        }
-    }
-    if let Some(site) = headers.get("sec-fetch-site")
-        && site.as_bytes() != b"same-origin"
-    {
-        return Err("the browser says the form was sent from another site: refused".into());
-    }
-    let Some(browser) = browser(headers) else {
-        return Err("the browser sent no console cookie: reload the page and send the form again".into());
-    };
+    let browser = same_origin(headers)?;
     let Some(token) = token else {
         return Err("the form carries no CSRF token: send it from the console's own page".into());
     };
@@ -104,6 +98,25 @@ pub fn check(key: &Key, headers: &HeaderMap, caller: &Caller, token: Option<&str
              this credential's: reload the page and send it again"
             .into())
     }
+}
+
+fn origin_check(headers: &HeaderMap) -> Result<(), String> {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    if let Some(origin) = headers.get(header::ORIGIN) {
+        let origin = origin.to_str().unwrap_or("(not text)");
+        if origin != format!("https://{host}") {
+            return Err(format!(
+                "the request was sent from another origin ({}), not this console's: refused",
+                janus_core::terminal::escape(origin)
+            ));
+        }
+    }
+    if let Some(site) = headers.get("sec-fetch-site")
+        && site.as_bytes() != b"same-origin"
+    {
+        return Err("the browser says the request was sent from another site: refused".into());
+    }
+    Ok(())
 }
 
 #[cfg(test)]

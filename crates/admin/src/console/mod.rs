@@ -75,18 +75,18 @@ impl DoneForms {
 /// else adds a route, so none is without its checks.
 struct Routes {
     router: Router<Api>,
-    table: Vec<(Method, &'static str)>,
+    table: Vec<(Method, &'static str, Needs)>,
 }
 
 impl Routes {
     fn page(mut self, path: &'static str, needs: Needs, handler: MethodRouter<Api>) -> Self {
-        self.table.push((Method::GET, path));
+        self.table.push((Method::GET, path, needs));
         self.router = self.router.route(path, guarded(needs, handler));
         self
     }
 
     fn form(mut self, path: &'static str, needs: Needs, handler: MethodRouter<Api>) -> Self {
-        self.table.push((Method::POST, path));
+        self.table.push((Method::POST, path, needs));
         let checked = handler.route_layer(axum::middleware::from_fn(checked_form));
         self.router = self.router.route(path, guarded(needs, checked));
         self
@@ -115,9 +115,10 @@ fn build() -> Routes {
         .page("/console/assets/{file}", Needs::Credential, get(serve::asset))
 }
 
-/// Every console route's method and path, as [`routes`] serves them:
-/// what the tests walk (every form refuses a post without its token).
-pub fn table() -> Vec<(Method, &'static str)> {
+/// Every console route's method, path and what it needs, as [`routes`]
+/// serves them: what the tests walk (every form refuses a post without
+/// its token; every route a credential without its scope).
+pub fn table() -> Vec<(Method, &'static str, Needs)> {
     build().table
 }
 

@@ -8,7 +8,8 @@
 //! event stream; no inline code, no frames, forms posted here only),
 //! `nosniff`, a referrer for this origin only (`no-referrer` would make the browser send `Origin: null` with each form, which the CSRF check refuses) and `no-store` (a page may hold a token minted
 //! once); the event stream says only which kind of event happened (never
-//! a node's text), and takes its slot from the admin API's streams.
+//! a node's text), is opened only from the console's own pages (their
+//! origin and cookie), and takes its slot from the admin API's streams.
 
 use std::time::Duration;
 
@@ -61,7 +62,16 @@ pub async fn asset(Path(file): Path<String>) -> Response {
 
 /// `GET /console/events`: one `changed` event whenever the audit trail
 /// gains one (an announcement, a decision, a token), saying only its kind.
-pub async fn events(State(api): State<Api>, Extension(caller): Extension<Caller>) -> Response {
+pub async fn events(
+    State(api): State<Api>,
+    Extension(caller): Extension<Caller>,
+    headers: axum::http::HeaderMap,
+) -> Response {
+    // Another site could otherwise make the admin's browser hold this
+    // credential's stream slots (the API's too) with an <img> or an EventSource.
+    if let Err(why) = super::csrf::same_origin(&headers) {
+        return failed(AdminApiError::Forbidden(why));
+    }
     let slot = match api.streams.take(&caller.name) {
         Ok(slot) => slot,
         Err(e) => return failed(e),
