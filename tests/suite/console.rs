@@ -278,7 +278,10 @@ async fn a_mint_form_is_done_once_and_its_tokens_are_shown_once() {
     assert!(made.iter().all(|t| minted.text().contains(t)), "shown on the answer that made them");
     let trail = audit_trail(&fx.state());
     let added: Vec<&str> = trail.lines().filter(|l| l.contains("\"event\":\"token_added\"")).collect();
-    assert!(added.len() == 2 && added.iter().all(|l| l.contains("alice")), "audited under the credential: {trail}");
+    assert!(
+        added.len() == 2 && added.iter().all(|l| l.contains("alice")),
+        "audited under the credential: {trail}"
+    );
     let again = browser.post("/console/tokens", &form).await;
     assert_eq!(again.status, 400, "a re-sent mint form");
     assert_eq!(fx.tokens(), tokens, "nothing minted again");

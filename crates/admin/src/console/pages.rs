@@ -121,8 +121,16 @@ fn state(state: NodeState) -> &'static str {
     }
 }
 
-fn node_rows(nodes: &[NodeView]) -> Markup {
+/// Rows a page shows at most: a fleet of 100,000 records is filtered, not
+/// sent to a browser whole.
+pub const ROWS_AT_MOST: usize = 500;
+
+fn node_rows(all: &[NodeView]) -> Markup {
+    let nodes = &all[..all.len().min(ROWS_AT_MOST)];
     html! {
+        @if all.len() > nodes.len() {
+            p .said.refused { "Showing " (nodes.len()) " of " (all.len()) " nodes: filter by state or label to see the others." }
+        }
         table .nodes {
             thead { tr { th { "Name" } th { "Address" } th { "State" } th { "Age" } th { "Labels" }
                 th { "Token" } th { "CA SHA-256" } th { "CA subject" } } }
@@ -300,11 +308,14 @@ pub fn tokens(frame: &Frame<'_>, list: &TokenList, minted: &[AddedToken], said: 
             }
         }
         @for warning in &list.warnings { p .said.refused { (Shown(warning)) } }
+        @if list.tokens.len() > ROWS_AT_MOST {
+            p .said.refused { "Showing " (ROWS_AT_MOST) " of " (list.tokens.len()) " tokens (`tokens list` has them all)." }
+        }
         table .tokens {
             thead { tr { th { "SHA-256 prefix" } th { "Uses left" } th { "Expires" } th { "Labels" }
                 th { "Description" } th { "Added by" } @if may { th {} } } }
             tbody {
-                @for t in &list.tokens {
+                @for t in list.tokens.iter().take(ROWS_AT_MOST) {
                     tr {
                         td { code { (Shown(&t.sha256_prefix)) } @if t.weak { " " span .weak { "WEAK" } } }
                         td { @if t.metadata_unreadable { "unknown" } @else { (t.uses_left) } }
@@ -364,6 +375,30 @@ mod tests {
     fn node_text_is_shown_escaped_for_people_then_for_html() {
         let shown = html! { (Shown("a<b>&\"\u{202e}\u{200b}\u{1b}[2K")) }.into_string();
         assert_eq!(shown, "a&lt;b&gt;&amp;&quot;\\u{202e}\\u{200b}\\x1b[2K");
+    }
+
+    #[test]
+    fn a_page_shows_at_most_its_rows_and_says_so() {
+        let node = |i: usize| NodeView {
+            id: format!("{i:032x}"),
+            name: format!("web-{i}"),
+            address: "10.0.0.1:9505".into(),
+            peer_address: None,
+            ca_sha256: "ab".repeat(32),
+            state: NodeState::Pending,
+            announced_at: None,
+            admitted_by: None,
+            admitted_at: None,
+            ca_cert_pem: String::new(),
+            token_sha256_prefix: None,
+            token_labels: Default::default(),
+        };
+        let list = NodeList { nodes: (0..ROWS_AT_MOST + 1).map(node).collect(), unreadable: vec![] };
+        let caller =
+            Caller { name: "alice".into(), scopes: vec![Scope::Read], certificate_sha256: String::new() };
+        let page = nodes(&Frame { caller: &caller, csrf: "t" }, &list, &Filter::default()).into_string();
+        assert!(page.contains(&format!("Showing {ROWS_AT_MOST} of {}", ROWS_AT_MOST + 1)));
+        assert_eq!(page.matches("<tr data-id=").count(), ROWS_AT_MOST);
     }
 
     /// The lint (clippy.toml `disallowed-types`) sees `PreEscaped` named
