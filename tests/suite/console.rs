@@ -291,6 +291,13 @@ async fn a_mint_form_is_done_once_and_its_tokens_are_shown_once() {
     let fresh = field(&listed, "once");
     let bad = browser.post("/console/tokens", &[("csrf", &csrf), ("once", &fresh), ("count", "x")]).await;
     assert_eq!(bad.status, 400);
+    let too_many =
+        browser.post("/console/tokens", &[("csrf", &csrf), ("once", &fresh), ("count", "100001")]).await;
+    assert_eq!(too_many.status, 400, "{}", too_many.text());
+    // Refused, nothing minted: the same form, corrected, may be sent again.
+    let corrected =
+        browser.post("/console/tokens", &[("csrf", &csrf), ("once", &fresh), ("count", "1")]).await;
+    assert_eq!(corrected.status, 200, "{}", corrected.text());
     server.stop().await;
 }
 

@@ -19,6 +19,7 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request};
+use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -68,26 +69,36 @@ impl DoneForms {
         }
         true
     }
+
+    /// `once` may be sent again: its work was refused, nothing was done.
+    fn forget(&mut self, once: &str) {
+        if self.seen.remove(once) {
+            self.order.retain(|kept| kept != once);
+        }
+    }
 }
 
-/// The console's routes under construction: a page or a form goes in
-/// with the scope it needs, a form behind [`csrf::check`] too; nothing
-/// else adds a route, so none is without its checks.
+/// The console's routes under construction: a page (`GET`) or a form
+/// (`POST`) goes in with the scope it needs, a form behind [`csrf::check`]
+/// too; the builder picks the method, and nothing else adds a route, so
+/// none is without its checks.
 struct Routes {
     router: Router<Api>,
     table: Vec<(Method, &'static str, Needs)>,
 }
 
 impl Routes {
-    fn page(mut self, path: &'static str, needs: Needs, handler: MethodRouter<Api>) -> Self {
+    /// A `GET`: it changes nothing, so it needs only its scope.
+    fn page<H: Handler<T, Api>, T: 'static>(mut self, path: &'static str, needs: Needs, handler: H) -> Self {
         self.table.push((Method::GET, path, needs));
-        self.router = self.router.route(path, guarded(needs, handler));
+        self.router = self.router.route(path, guarded(needs, axum::routing::get(handler)));
         self
     }
 
-    fn form(mut self, path: &'static str, needs: Needs, handler: MethodRouter<Api>) -> Self {
+    /// A `POST`: its scope, then [`checked_form`] (the CSRF check).
+    fn form<H: Handler<T, Api>, T: 'static>(mut self, path: &'static str, needs: Needs, handler: H) -> Self {
         self.table.push((Method::POST, path, needs));
-        let checked = handler.route_layer(axum::middleware::from_fn(checked_form));
+        let checked = axum::routing::post(handler).route_layer(axum::middleware::from_fn(checked_form));
         self.router = self.router.route(path, guarded(needs, checked));
         self
     }
@@ -99,20 +110,19 @@ fn guarded(needs: Needs, handler: MethodRouter<Api>) -> MethodRouter<Api> {
 }
 
 fn build() -> Routes {
-    use axum::routing::{get, post};
     let read = Needs::Scope(Scope::Read);
     let routes = Routes { router: Router::new(), table: Vec::new() };
     routes
-        .page("/console/", read, get(pending_page))
-        .page("/console/nodes", read, get(nodes_page))
-        .page("/console/nodes/{id}", read, get(node_page))
-        .form("/console/nodes/{id}/approve", Needs::Scope(Scope::Approve), post(approve))
-        .form("/console/nodes/{id}/reject", Needs::Scope(Scope::Reject), post(reject))
-        .page("/console/tokens", read, get(tokens_page))
-        .form("/console/tokens", Needs::Scope(Scope::Tokens), post(mint))
-        .form("/console/tokens/{prefix}/revoke", Needs::Scope(Scope::Tokens), post(revoke))
-        .page("/console/events", read, get(serve::events))
-        .page("/console/assets/{file}", Needs::Credential, get(serve::asset))
+        .page("/console/", read, pending_page)
+        .page("/console/nodes", read, nodes_page)
+        .page("/console/nodes/{id}", read, node_page)
+        .form("/console/nodes/{id}/approve", Needs::Scope(Scope::Approve), approve)
+        .form("/console/nodes/{id}/reject", Needs::Scope(Scope::Reject), reject)
+        .page("/console/tokens", read, tokens_page)
+        .form("/console/tokens", Needs::Scope(Scope::Tokens), mint)
+        .form("/console/tokens/{prefix}/revoke", Needs::Scope(Scope::Tokens), revoke)
+        .page("/console/events", read, serve::events)
+        .page("/console/assets/{file}", Needs::Credential, serve::asset)
 }
 
 /// Every console route's method, path and what it needs, as [`routes`]
@@ -437,29 +447,26 @@ fn mint_args(fields: &Fields) -> Result<TokensAddArgs, String> {
 }
 
 async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
-    let once = fields.get("once").unwrap_or_default().to_string();
-    if !janus_core::pki::is_hex(&once, 32)
-        || !asked.console.done.lock().unwrap_or_else(|e| e.into_inner()).first(&once)
-    {
-        let why = "this mint form was sent already (its tokens were shown on its first answer, once): \
-                   nothing was minted again; mint from a fresh form";
-        return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why.into()))).await;
-    }
     let args = match mint_args(&fields) {
         Ok(args) => args,
         Err(why) => return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why))).await,
     };
-    match on_store(&asked.api, &asked.caller, move |store| crate::tokens::add(store, &args)).await {
-        Ok(made) => {
-            let said = format!("minted {} token(s)", made.len());
-            tokens_answer(asked, StatusCode::OK, made, Some(Ok(said))).await
-        }
-        Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => failed(e),
-        Err(e) => {
-            let status = e.status();
-            tokens_answer(asked, status, Vec::new(), Some(Err(e.to_string()))).await
-        }
+    let once = fields.get("once").unwrap_or_default().to_string();
+    let done = || asked.console.done.lock().unwrap_or_else(|e| e.into_inner());
+    if !janus_core::pki::is_hex(&once, 32) || !done().first(&once) {
+        let why = "this mint form was sent already (its tokens were shown on its first answer, once): \
+                   nothing was minted again; mint from a fresh form";
+        return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why.into()))).await;
     }
+    let minted = on_store(&asked.api, &asked.caller, move |store| crate::tokens::add(store, &args)).await;
+    match &minted {
+        // Refused, or failed to write: nothing was minted, so the form may
+        // be sent again. (Past the deadline it may have been: kept done.)
+        Err(e) if !matches!(e, AdminApiError::Unavailable(_)) => done().forget(&once),
+        _ => {}
+    }
+    let minted = minted.map(|made| (format!("minted {} token(s)", made.len()), made));
+    after_tokens(asked, minted).await
 }
 
 async fn revoke(asked: Asked, Path(prefix): Path<String>) -> Response {
@@ -468,11 +475,18 @@ async fn revoke(asked: Asked, Path(prefix): Path<String>) -> Response {
         return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why))).await;
     }
     let key = prefix.to_lowercase();
-    match on_store(&asked.api, &asked.caller, move |store| crate::tokens::revoke(store, &key)).await {
-        Ok(revoked) => {
-            let said = format!("revoked the token {}", revoked.sha256_prefix);
-            tokens_answer(asked, StatusCode::OK, Vec::new(), Some(Ok(said))).await
-        }
+    let revoked = on_store(&asked.api, &asked.caller, move |store| crate::tokens::revoke(store, &key)).await;
+    after_tokens(asked, revoked.map(|r| (format!("revoked the token {}", r.sha256_prefix), Vec::new()))).await
+}
+
+/// A token action's answer: the tokens page with what it did (and the
+/// tokens it made), or why not; a state that cannot be told is a page of its own.
+async fn after_tokens(
+    asked: Asked,
+    done: Result<(String, Vec<crate::tokens::AddedToken>), AdminApiError>,
+) -> Response {
+    match done {
+        Ok((said, made)) => tokens_answer(asked, StatusCode::OK, made, Some(Ok(said))).await,
         Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => failed(e),
         Err(e) => {
             let status = e.status();
