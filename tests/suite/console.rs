@@ -244,6 +244,14 @@ async fn a_read_credential_sees_every_page_and_may_not_act() {
         .await;
     assert_eq!(refused.status, 403);
     assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "pending");
+    for root in ["/", "/console"] {
+        let landed = reader.get(root).await;
+        assert_eq!(
+            (landed.status, landed.headers["location"].to_str().unwrap()),
+            (303, "/console/"),
+            "{root}"
+        );
+    }
     let none = Browser::new(&fx, admin, &credential(&admin_ca, "carol", &[Scope::Approve])).client;
     let page = none.exchange("GET", "/console/", &[], Vec::new()).await.unwrap();
     assert_eq!(page.status, 403, "approving is not seeing");

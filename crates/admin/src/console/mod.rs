@@ -136,6 +136,8 @@ pub fn table() -> Vec<(Method, &'static str, Needs)> {
 pub(crate) fn routes(api: &Api) -> Router<Api> {
     build()
         .router
+        // A person who types the admin port's address lands on the console.
+        .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/console/") }))
         .route("/console", axum::routing::get(|| async { axum::response::Redirect::to("/console/") }))
         .layer(axum::middleware::from_fn(serve::headers))
         .layer(Extension(api.console.clone()))
