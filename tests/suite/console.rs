@@ -131,7 +131,7 @@ async fn a_person_sees_a_pending_node_escaped_and_approves_it_only_with_its_fing
     let mistyped = format!("{}0", &hash[..63]);
     let refused = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", &mistyped)]).await;
     assert_eq!(refused.status, 422, "{}", refused.text());
-    assert!(refused.text().contains("refused"), "{}", refused.text());
+    assert!(refused.text().contains("the fingerprint you typed says"), "{}", refused.text());
     let malformed = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", "2bcd")]).await;
     assert_eq!(malformed.status, 400);
     let empty = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", " ")]).await;

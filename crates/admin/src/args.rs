@@ -133,6 +133,10 @@ pub struct ApproveArgs {
     /// Approve even a node whose CA an admin rejected (`nodes reject`).
     #[arg(long)]
     pub force: bool,
+    /// What the expected fingerprint is called when it does not match
+    /// (not an option: the admin API and the console name their field).
+    #[arg(skip)]
+    pub expected_from: Option<&'static str>,
 }
 
 #[derive(Debug, Subcommand)]

@@ -444,7 +444,7 @@ fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<Decision> 
     {
         let source = match &args.console {
             Some(log) if args.expect_ca_sha256.is_none() => format!("the console log {}", log.display()),
-            _ => "--expect-ca-sha256".to_string(),
+            _ => args.expected_from.unwrap_or("--expect-ca-sha256").to_string(),
         };
         return Err(AdminError::Refused(format!(
             "refusing: {id}'s CA is SHA-256 {have}, but {source} says {want} - not that node"

@@ -329,6 +329,7 @@ async fn approve(
         console: None,
         ca_sha256: None,
         force: approval.force,
+        expected_from: Some("expect_ca_sha256"),
     };
     decided(&api, &caller, move |store| crate::approve(store, &args)).await
 }

@@ -384,6 +384,7 @@ async fn approve(asked: Asked, Extension(fields): Extension<Fields>, Path(id): P
         console: None,
         ca_sha256: None,
         force: false,
+        expected_from: Some("the fingerprint you typed"),
     };
     let decided = on_store(&asked.api, &asked.caller, move |store| crate::approve(store, &args)).await;
     after_decision(asked, id, decided).await
