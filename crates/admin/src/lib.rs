@@ -19,7 +19,7 @@ mod nodes;
 pub mod tokens;
 pub mod user_data;
 mod watch;
-pub use watch::{Followed, follow, follow_decisions};
+pub use watch::{Followed, follow};
 
 pub use self::nodes::{
     Decision, NodeDetail, NodeList, approve, forget, history, node_list, nodes, reject, show_node,

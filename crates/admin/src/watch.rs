@@ -65,19 +65,10 @@ pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
     }
 }
 
-/// The admin API's event stream: the decisions `nodes watch` prints, sent
-/// to `sender` until its receiver goes away; a trail that cannot be read
-/// is said once as an `error` object and ends the stream.
-pub async fn follow_decisions(
-    state: std::path::PathBuf,
-    since: Option<std::time::Duration>,
-    sender: tokio::sync::mpsc::Sender<serde_json::Value>,
-) {
-    follow(state, since, sender, Followed::Decisions).await
-}
-
-/// The trail's events `followed` says, sent to `sender` until its receiver
-/// goes away (as [`follow_decisions`]).
+/// The admin API's event streams: the trail's events `followed` says (the
+/// decisions `nodes watch` prints, or every event's kind), sent to
+/// `sender` until its receiver goes away; a trail that cannot be read is
+/// said once as an `error` object and ends the stream.
 pub async fn follow(
     mut state: std::path::PathBuf,
     since: Option<std::time::Duration>,

@@ -139,25 +139,34 @@ pub(super) fn router(api: Api) -> Router {
 /// The route's check: the caller, when its credential has what the route
 /// needs, goes to the handler in the request's extensions; 403 otherwise.
 async fn require(needs: Needs, mut request: Request, next: Next) -> Response {
-    let authenticated = request.extensions().get::<Authenticated>().cloned();
-    let caller = match authenticated.as_deref() {
+    match permitted(needs, &request) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refused) => refused.into_response(),
+    }
+}
+
+/// The caller, when its credential has what `needs` says; why not
+/// otherwise: the one check of the API's routes and the console's.
+pub(crate) fn permitted<B>(needs: Needs, request: &axum::http::Request<B>) -> Result<Caller, AdminApiError> {
+    let caller = match request.extensions().get::<Authenticated>().map(|a| a.as_ref()) {
         Some(Ok(caller)) => caller.clone(),
-        Some(Err(why)) => return AdminApiError::Forbidden(why.clone()).into_response(),
-        None => return AdminApiError::Forbidden("no client certificate".into()).into_response(),
+        Some(Err(why)) => return Err(AdminApiError::Forbidden(why.clone())),
+        None => return Err(AdminApiError::Forbidden("no client certificate".into())),
     };
     if let Needs::Scope(scope) = needs
         && !caller.may(scope)
     {
-        return AdminApiError::Forbidden(format!(
+        return Err(AdminApiError::Forbidden(format!(
             "the credential {:?} may not {}: it lacks the scope {:?}",
             caller.name,
             what(scope),
             scope.name()
-        ))
-        .into_response();
+        )));
     }
-    request.extensions_mut().insert(caller);
-    next.run(request).await
+    Ok(caller)
 }
 
 fn what(scope: Scope) -> &'static str {
@@ -258,15 +267,20 @@ async fn revoke_token(
     Extension(caller): Extension<Caller>,
     Path(prefix): Path<String>,
 ) -> Answer {
+    let key = token_prefix(&prefix)?;
+    let revoked = on_store(&api, &caller, move |store| crate::tokens::revoke(store, &key)).await?;
+    Ok(Json(json!({ "revoked": revoked })).into_response())
+}
+
+/// A token's SHA-256 prefix as a revoke names it (12 to 64 hex digits), lower case.
+pub(crate) fn token_prefix(prefix: &str) -> Result<String, AdminApiError> {
     if !(12..=64).contains(&prefix.len()) || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Err(AdminApiError::BadRequest(
             "a token is revoked by its SHA-256 prefix, 12 to 64 hex digits (as POST /v1/tokens says it)"
                 .into(),
         ));
     }
-    let key = prefix.to_lowercase();
-    let revoked = on_store(&api, &caller, move |store| crate::tokens::revoke(store, &key)).await?;
-    Ok(Json(json!({ "revoked": revoked })).into_response())
+    Ok(prefix.to_lowercase())
 }
 
 /// `GET /v1/nodes?state=pending|admitted|rejected&label=K=V&admitted_since=WHEN`.
@@ -389,6 +403,19 @@ async fn events(
             other => return Err(AdminApiError::BadRequest(format!("{other:?} is not a parameter: since"))),
         }
     }
+    event_stream(&api, &caller, since, crate::Followed::Decisions, None)
+}
+
+/// An event stream of what `followed` says, in one of the credential's
+/// stream slots (503 when none is free), its events named by their kind
+/// or all `name`; it ends when the reader goes or the server stops.
+pub(crate) fn event_stream(
+    api: &Api,
+    caller: &Caller,
+    since: Option<Duration>,
+    followed: crate::Followed,
+    name: Option<&'static str>,
+) -> Answer {
     let slot = api.streams.take(&caller.name)?;
     let (sender, receiver) = tokio::sync::mpsc::channel::<Value>(64);
     let state = api.state.clone();
@@ -398,11 +425,11 @@ async fn events(
         // The server stopping ends the stream (its sender dropped), so a
         // shutdown does not wait out its grace on open streams.
         tokio::select! {
-            () = crate::follow_decisions(state.as_ref().clone(), since, sender) => {}
+            () = crate::follow(state.as_ref().clone(), since, sender, followed) => {}
             _ = closing.wait_for(|closed| *closed) => {}
         }
     });
-    let stream = Received { receiver, name: None };
+    let stream = Received { receiver, name };
     Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
 }
 
@@ -419,7 +446,7 @@ pub(crate) struct StreamSlot {
 }
 
 impl StreamSlots {
-    pub(crate) fn take(self: &Arc<Self>, name: &str) -> Result<StreamSlot, AdminApiError> {
+    fn take(self: &Arc<Self>, name: &str) -> Result<StreamSlot, AdminApiError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.values().sum::<usize>() >= MAX_STREAMS {
             return Err(AdminApiError::Unavailable(format!("{MAX_STREAMS} event streams are open already")));
@@ -449,16 +476,9 @@ impl Drop for StreamSlot {
 
 /// The events a follower sends, as a stream of events named by their
 /// kind, or all by one name.
-pub(crate) struct Received {
+struct Received {
     receiver: tokio::sync::mpsc::Receiver<Value>,
     name: Option<&'static str>,
-}
-
-impl Received {
-    /// Every event named `name`.
-    pub(crate) fn named(name: &'static str, receiver: tokio::sync::mpsc::Receiver<Value>) -> Self {
-        Received { receiver, name: Some(name) }
-    }
 }
 
 impl futures_core::Stream for Received {

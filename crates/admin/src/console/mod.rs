@@ -29,7 +29,7 @@ use maud::Markup;
 
 use crate::api::error::AdminApiError;
 use crate::api::routes::{Api, on_store};
-use crate::api::{Authenticated, Caller, Needs, Scope};
+use crate::api::{Caller, Needs, Scope};
 use crate::{ApproveArgs, ListArgs, TokensAddArgs};
 use janus_endpoint::answer::{ErrorAnswer, Refused};
 use pages::{Filter, Frame, Said};
@@ -143,24 +143,15 @@ pub(crate) fn routes(api: &Api) -> Router<Api> {
         .layer(Extension(api.console.clone()))
 }
 
-/// The route's check, as the API's, answered as a page.
+/// The route's check, the API's own, answered as a page.
 async fn guard(needs: Needs, mut request: Request, next: Next) -> Response {
-    let caller = match request.extensions().get::<Authenticated>().map(|a| a.as_ref().clone()) {
-        Some(Ok(caller)) => caller,
-        Some(Err(why)) => return failed(AdminApiError::Forbidden(why)),
-        None => return failed(AdminApiError::Forbidden("no client certificate".into())),
-    };
-    if let Needs::Scope(scope) = needs
-        && !caller.may(scope)
-    {
-        return failed(AdminApiError::Forbidden(format!(
-            "the credential {:?} lacks the scope {:?} this page needs",
-            caller.name,
-            scope.name()
-        )));
+    match crate::api::routes::permitted(needs, &request) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+            next.run(request).await
+        }
+        Err(refused) => failed(refused),
     }
-    request.extensions_mut().insert(caller);
-    next.run(request).await
 }
 
 /// A form's fields, read once its CSRF check passed.
@@ -473,11 +464,13 @@ async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
 }
 
 async fn revoke(asked: Asked, Path(prefix): Path<String>) -> Response {
-    if !(12..=64).contains(&prefix.len()) || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
-        let why = "a token is revoked by its SHA-256 prefix, 12 to 64 hex digits".to_string();
-        return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why))).await;
-    }
-    let key = prefix.to_lowercase();
+    let key = match crate::api::routes::token_prefix(&prefix) {
+        Ok(key) => key,
+        Err(why) => {
+            return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why.to_string())))
+                .await;
+        }
+    };
     let revoked = on_store(&asked.api, &asked.caller, move |store| crate::tokens::revoke(store, &key)).await;
     after_tokens(asked, revoked.map(|r| (format!("revoked the token {}", r.sha256_prefix), Vec::new()))).await
 }

@@ -11,19 +11,16 @@
 //! a node's text), is opened only from the console's own pages (their
 //! origin and cookie), and takes its slot from the admin API's streams.
 
-use std::time::Duration;
-
 use axum::Extension;
 use axum::extract::{Path, Request, State};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 
 use super::failed;
 use crate::api::Caller;
 use crate::api::error::AdminApiError;
-use crate::api::routes::{Api, Received};
+use crate::api::routes::Api;
 
 /// The policy: this origin's own stylesheet, script and event stream.
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
@@ -72,21 +69,6 @@ pub async fn events(
     if let Err(why) = super::csrf::same_origin(&headers) {
         return failed(AdminApiError::Forbidden(why));
     }
-    let slot = match api.streams.take(&caller.name) {
-        Ok(slot) => slot,
-        Err(e) => return failed(e),
-    };
-    let (sender, receiver) = tokio::sync::mpsc::channel(64);
-    let state = api.state.as_ref().clone();
-    let mut closing = api.closing.clone();
-    tokio::spawn(async move {
-        let _slot = slot;
-        tokio::select! {
-            () = crate::follow(state, None, sender, crate::Followed::Kinds) => {}
-            _ = closing.wait_for(|closed| *closed) => {}
-        }
-    });
-    Sse::new(Received::named("changed", receiver))
-        .keep_alive(KeepAlive::new().interval(Duration::from_secs(15)))
-        .into_response()
+    crate::api::routes::event_stream(&api, &caller, None, crate::Followed::Kinds, Some("changed"))
+        .unwrap_or_else(failed)
 }
