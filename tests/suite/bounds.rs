@@ -86,22 +86,21 @@ async fn the_pending_cap_holds_for_made_up_tokens_and_a_real_one_still_admits() 
     server.stop().await;
 }
 
-#[test]
-fn the_admission_command_is_bounded_in_queue_and_processes() {
-    let fx = Fixture::new();
-    // Hangs, and leaves a child of its own behind: both must go.
-    let marker = format!("sleep {}", 3000 + std::process::id() % 1000);
-    let script = fx.dir.path().join("hang.sh");
-    std::fs::write(&script, format!("#!/bin/sh\n{marker} &\n{marker}\n")).unwrap();
-    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    let metrics_port = free_port();
+/// A server running `script` as its admission command (1 at a time, 2
+/// queued) with `timeout`, its metrics on `metrics_port`.
+fn with_admission_command(
+    fx: &Fixture,
+    script: &std::path::Path,
+    timeout: &str,
+    metrics_port: u16,
+) -> Process {
     let mut args = fx.serve_args();
     args.extend(
         [
             "--admission-command",
             script.to_str().unwrap(),
             "--admission-timeout",
-            "400ms",
+            timeout,
             "--admission-concurrency",
             "1",
             "--admission-queue",
@@ -111,23 +110,52 @@ fn the_admission_command_is_bounded_in_queue_and_processes() {
         ]
         .map(String::from),
     );
-    let server = Process::start(&args);
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    let client = node_client(&fx, server.addr);
+    Process::start(&args)
+}
+
+fn announce_pending(
+    runtime: &tokio::runtime::Runtime,
+    client: &janus_registration::agent::http::Endpoint,
+    n: usize,
+) {
     runtime.block_on(async {
-        for _ in 0..20 {
+        for _ in 0..n {
             let ca = certs::mint_node_ca("edge").unwrap();
-            assert_eq!(post(&client, &announcement("edge", &ca, "", &new_secret())).await.status, 201);
+            assert_eq!(post(client, &announcement("edge", &ca, "", &new_secret())).await.status, 201);
         }
     });
+}
+
+#[test]
+fn the_admission_command_is_bounded_in_queue_and_processes() {
+    let fx = Fixture::new();
+    // Hangs, and leaves a child of its own behind: both must go.
+    let marker = format!("sleep {}", 3000 + std::process::id() % 1000);
+    let script = fx.dir.path().join("hang.sh");
+    std::fs::write(&script, format!("#!/bin/sh\n{marker} &\n{marker}\n")).unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // The queue's bound, with a timeout no burst outlasts however slow the
+    // machine: 1 runs, 2 wait, and every other one is turned away.
+    let metrics_port = free_port();
+    let server = with_admission_command(&fx, &script, "10m", metrics_port);
+    announce_pending(&runtime, &node_client(&fx, server.addr), 20);
     let turned_away = scrape(metrics_port)
         .lines()
         .find(|l| l.starts_with("janus_registration_admission_queue_full_total"))
         .and_then(|l| l.rsplit(' ').next()?.parse::<u64>().ok())
         .unwrap_or(0);
-    assert!(turned_away >= 15, "20 announcements, 1 running and 2 queued: {turned_away} turned away");
+    assert_eq!(turned_away, 17, "20 announcements, 1 running and 2 queued");
+    // Stopped as a supervisor stops it: its running command goes with it.
+    let mut server = server;
+    let pid = rustix::process::Pid::from_child(&server.child);
+    rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
+    assert!(wait_for(Duration::from_secs(20), || server.child.try_wait().unwrap().is_some()), "stopped");
+    assert!(wait_for(Duration::from_secs(5), || processes_with(&marker) == 0), "none outlives the server");
     // One group at a time, killed whole at its timeout: never more than
     // the command and its child, however many timeouts pass.
+    let server = with_admission_command(&fx, &script, "400ms", free_port());
+    announce_pending(&runtime, &node_client(&fx, server.addr), 6);
     let deadline = Instant::now() + Duration::from_secs(3);
     while Instant::now() < deadline {
         let alive = processes_with(&marker);

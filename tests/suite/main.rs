@@ -19,6 +19,7 @@ mod agent_cli;
 mod bounds;
 mod certs_interop;
 mod console;
+mod cross_site;
 mod decisions;
 mod deploy;
 mod fail_closed;

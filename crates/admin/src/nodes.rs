@@ -201,7 +201,7 @@ fn filtered(store: &Store, args: &ListArgs) -> Result<(Vec<NodeView>, Vec<String
         {
             Ok(Some(v)) => views.push(v),
             Ok(None) => {}
-            Err(e) => problems.push(e.to_string()),
+            Err(e) => problems.push(unreadable_record(&id, &e)),
         }
     }
     let wanted = |s: NodeState| {
@@ -247,13 +247,28 @@ pub fn node_list(store: &Store, args: &ListArgs) -> Result<NodeList> {
         let mut problems = store.scan(|_, record: NodeRecord| match view(store, &record) {
             Ok(v) if v.has_labels(&args.labels) => nodes.push(v),
             Ok(_) => {}
-            Err(e) => unreadable.push(e.to_string()),
+            Err(e) => unreadable.push(unreadable_record(&record.id, &e)),
         })?;
         problems.append(&mut unreadable);
         return Ok(NodeList { nodes, unreadable: problems });
     }
     let (nodes, unreadable) = filtered(store, args)?;
     Ok(NodeList { nodes, unreadable })
+}
+
+/// A record a listing could not show, as its reader is told: by id and
+/// the kind of failure, never the server's path (the path and the whole
+/// cause go to the log).
+fn unreadable_record(id: &NodeId, error: &AdminError) -> String {
+    tracing::warn!(node = %id, cause = %error, "a record cannot be read or told: left out of a listing");
+    let io = match error {
+        AdminError::State(e) | AdminError::Store(janus_store::StoreError::Io(e)) => Some(e),
+        _ => None,
+    };
+    match io {
+        Some(e) => format!("{id}: cannot be read now ({})", e.kind()),
+        None => format!("{id}: cannot be read or told now"),
+    }
 }
 
 fn say_skipped(problems: Vec<String>) {

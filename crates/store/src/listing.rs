@@ -21,7 +21,8 @@ use janus_core::durable;
 impl Store {
     /// Calls `each` with every record in `nodes/` that parses as `T`, one at a
     /// time (temp files skipped): a state of 100,000 records is never held in
-    /// memory at once. Returns the unreadable ones' errors.
+    /// memory at once. Returns why each unreadable one is, by id: no path
+    /// (a listing is shown to admin API clients; the path goes to the log).
     pub fn scan<T: serde::de::DeserializeOwned>(
         &self,
         mut each: impl FnMut(NodeId, T),
@@ -37,17 +38,23 @@ impl Store {
             match durable::read_fresh(&entry.path()) {
                 Ok(bytes) => match serde_json::from_slice(&bytes) {
                     Ok(record) => each(id, record),
-                    Err(e) => problems.push(format!("{}: {e}", entry.path().display())),
+                    Err(e) => {
+                        problems.push(unreadable(&id, &entry.path(), format!("not a node record: {e}")))
+                    }
                 },
                 // Forgotten between the listing and the read.
                 Err(e) if e.kind() == io::ErrorKind::NotFound => {}
-                Err(e) => problems.push(format!("{}: {e}", entry.path().display())),
+                Err(e) => problems.push(unreadable(
+                    &id,
+                    &entry.path(),
+                    format!("cannot be read now ({})", e.kind()),
+                )),
             }
         }
         Ok(problems)
     }
 
-    /// Every whole record in `nodes/`, and the unreadable ones' errors.
+    /// Every whole record in `nodes/`, and why each unreadable one is (by id).
     pub fn list_records(&self) -> StoreResult<(Vec<NodeRecord>, Vec<String>)> {
         let mut records = Vec::new();
         let problems = self.scan(|_, record: NodeRecord| records.push(record))?;
@@ -239,4 +246,11 @@ pub(super) fn remove_stale(temps: &[PathBuf]) {
 /// A node id as a number, for compact sets of ids.
 pub(super) fn id_number(name: &str) -> Option<u128> {
     NodeId::parse(name).and_then(|id| u128::from_str_radix(id.as_str(), 16).ok())
+}
+
+/// Why the record `id` (at `path`) is left out of a listing, as its reader
+/// is told: by id, no path; the path goes to the log.
+fn unreadable(id: &NodeId, path: &std::path::Path, why: String) -> String {
+    tracing::warn!(path = %path.display(), cause = %why, "a record cannot be read: left out of a listing");
+    format!("{id}: {why}")
 }

@@ -27,9 +27,22 @@ pub enum AdminApiError {
     /// No valid credential, or one without the route's scope (403).
     #[error("{0}")]
     Forbidden(String),
+    /// A request a browser sent on another site's behalf (403): see
+    /// [`super::layers`].
+    #[error("{0}")]
+    CrossSite(String),
     /// No such node, token or route (404).
     #[error("{0}")]
     NotFound(String),
+    /// A method the route does not take (405).
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// A body larger than the listener takes (413).
+    #[error("{0}")]
+    TooLarge(String),
+    /// A request that changes something, not declared JSON (415).
+    #[error("{0}")]
+    NotJson(String),
     /// A check the client asked for failed (a CA that is not the expected
     /// one), or the node's state forbids the change: nothing changed (422).
     #[error("{0}")]
@@ -49,8 +62,11 @@ impl AdminApiError {
     pub fn status(&self) -> StatusCode {
         match self {
             AdminApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
-            AdminApiError::Forbidden(_) => StatusCode::FORBIDDEN,
+            AdminApiError::Forbidden(_) | AdminApiError::CrossSite(_) => StatusCode::FORBIDDEN,
             AdminApiError::NotFound(_) => StatusCode::NOT_FOUND,
+            AdminApiError::MethodNotAllowed(_) => StatusCode::METHOD_NOT_ALLOWED,
+            AdminApiError::TooLarge(_) => StatusCode::PAYLOAD_TOO_LARGE,
+            AdminApiError::NotJson(_) => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             AdminApiError::CheckFailed(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AdminApiError::Unavailable(_) => StatusCode::SERVICE_UNAVAILABLE,
             AdminApiError::Internal(_) => StatusCode::INTERNAL_SERVER_ERROR,
@@ -62,10 +78,15 @@ impl AdminApiError {
     pub fn log_level(&self) -> tracing::Level {
         match self {
             AdminApiError::Internal(_) => tracing::Level::ERROR,
-            AdminApiError::Unavailable(_) | AdminApiError::Forbidden(_) => tracing::Level::WARN,
-            AdminApiError::BadRequest(_) | AdminApiError::NotFound(_) | AdminApiError::CheckFailed(_) => {
-                tracing::Level::INFO
+            AdminApiError::Unavailable(_) | AdminApiError::Forbidden(_) | AdminApiError::CrossSite(_) => {
+                tracing::Level::WARN
             }
+            AdminApiError::BadRequest(_)
+            | AdminApiError::NotFound(_)
+            | AdminApiError::CheckFailed(_)
+            | AdminApiError::MethodNotAllowed(_)
+            | AdminApiError::TooLarge(_)
+            | AdminApiError::NotJson(_) => tracing::Level::INFO,
         }
     }
 }

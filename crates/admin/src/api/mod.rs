@@ -38,6 +38,7 @@ use janus_endpoint::door::{self, Door, Shared};
 pub mod client;
 pub mod credential;
 pub mod error;
+pub(crate) mod layers;
 pub mod openapi;
 pub(crate) mod routes;
 

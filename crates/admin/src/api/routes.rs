@@ -130,8 +130,16 @@ pub(super) fn router(api: Api) -> Router {
     build()
         .router
         .merge(crate::console::routes(&api))
-        .fallback(|| async { AdminApiError::NotFound("no such route: see GET /v1/openapi.json".into()) })
+        .fallback(|request: Request| async move {
+            let missing = AdminApiError::NotFound("no such route: see GET /v1/openapi.json".into());
+            super::layers::refusal(request.uri().path(), missing)
+        })
         .layer(DefaultBodyLimit::max(16 * 1024))
+        // Outermost last: the cross-site rule sees a request before any
+        // route; every answer, its refusals too, gets the headers.
+        .layer(axum::middleware::from_fn(super::layers::framework_errors))
+        .layer(axum::middleware::from_fn(super::layers::cross_site))
+        .layer(axum::middleware::from_fn(super::layers::headers))
         .layer(super::traced())
         .with_state(api)
 }
@@ -348,11 +356,22 @@ async fn approve(
     decided(&api, &caller, move |store| crate::approve(store, &args)).await
 }
 
+/// `POST /v1/nodes/<id>/reject`: a JSON body with no field (`{}`), or none.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Rejection {}
+
 async fn reject(
     State(api): State<Api>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
+    body: axum::body::Bytes,
 ) -> Answer {
+    if !body.iter().all(u8::is_ascii_whitespace) {
+        serde_json::from_slice::<Rejection>(&body).map_err(|e| {
+            AdminApiError::BadRequest(format!("the body is not what this route takes ({{}} or none): {e}"))
+        })?;
+    }
     decided(&api, &caller, move |store| crate::reject(store, &id)).await
 }
 
@@ -376,7 +395,12 @@ async fn decided(
 }
 
 fn bad_body(rejection: axum::extract::rejection::JsonRejection) -> AdminApiError {
-    AdminApiError::BadRequest(format!("the body is not what this route takes: {}", rejection.body_text()))
+    let said = format!("the body is not what this route takes: {}", rejection.body_text());
+    match rejection.status() {
+        StatusCode::PAYLOAD_TOO_LARGE => AdminApiError::TooLarge("the body is larger than 16 KiB".into()),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => AdminApiError::NotJson(said),
+        _ => AdminApiError::BadRequest(said),
+    }
 }
 
 /// `GET /v1/openapi.json`: the API described (OpenAPI 3.1).

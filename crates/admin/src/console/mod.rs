@@ -38,6 +38,8 @@ pub mod csrf;
 pub mod pages;
 mod serve;
 
+pub use serve::CONTENT_SECURITY_POLICY;
+
 /// What the console keeps between requests: its form key, and the mint
 /// forms already done.
 #[derive(Default)]
@@ -139,7 +141,6 @@ pub(crate) fn routes(api: &Api) -> Router<Api> {
         // A person who types the admin port's address lands on the console.
         .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/console/") }))
         .route("/console", axum::routing::get(|| async { axum::response::Redirect::to("/console/") }))
-        .layer(axum::middleware::from_fn(serve::headers))
         .layer(Extension(api.console.clone()))
 }
 
@@ -192,7 +193,7 @@ async fn checked_form(Extension(console): Extension<Arc<Console>>, request: Requ
 
 /// An error answered as a page: the API's status table, words and
 /// `Retry-After`, and the same line in the log.
-fn failed(error: AdminApiError) -> Response {
+pub(crate) fn failed(error: AdminApiError) -> Response {
     let said = error.said();
     let title = match error.status() {
         StatusCode::FORBIDDEN => "Refused",

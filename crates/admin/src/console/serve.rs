@@ -1,20 +1,17 @@
 //! What the console serves besides pages: its one stylesheet and one
 //! script (compiled in: nothing is fetched from elsewhere), the event
-//! stream that keeps the pending list live, and the headers every console
-//! answer carries.
+//! stream that keeps the pending list live, and the Content-Security-Policy
+//! every answer of the admin listener carries (added by
+//! [`crate::api::layers::headers`]).
 //!
-//! Invariants: every answer under `/console` carries the
-//! Content-Security-Policy below (this origin's own stylesheet, script and
-//! event stream; no inline code, no frames, forms posted here only),
-//! `nosniff`, a referrer for this origin only (`no-referrer` would make the browser send `Origin: null` with each form, which the CSRF check refuses) and `no-store` (a page may hold a token minted
-//! once); the event stream says only which kind of event happened (never
+//! Invariants: the policy allows this origin's own stylesheet, script and
+//! event stream; no inline code, no frames, forms posted here only; the event stream says only which kind of event happened (never
 //! a node's text), is opened only from the console's own pages (their
 //! origin and cookie), and takes its slot from the admin API's streams.
 
 use axum::Extension;
-use axum::extract::{Path, Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::middleware::Next;
+use axum::extract::{Path, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::failed;
@@ -28,24 +25,6 @@ pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'
 
 const STYLESHEET: &str = include_str!("console.css");
 const SCRIPT: &str = include_str!("console.js");
-
-/// Adds the console's headers to every answer.
-pub async fn headers(request: Request, next: Next) -> Response {
-    let mut response = next.run(request).await;
-    let headers = response.headers_mut();
-    for (name, value) in [
-        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
-        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::REFERRER_POLICY, "same-origin"),
-        (header::X_FRAME_OPTIONS, "DENY"),
-        (header::CACHE_CONTROL, "no-store"),
-        (header::HeaderName::from_static("cross-origin-opener-policy"), "same-origin"),
-        (header::HeaderName::from_static("cross-origin-resource-policy"), "same-origin"),
-    ] {
-        headers.insert(name, HeaderValue::from_static(value));
-    }
-    response
-}
 
 /// `GET /console/assets/{console.css,console.js}`.
 pub async fn asset(Path(file): Path<String>) -> Response {

@@ -13,7 +13,7 @@
 //! error that names the bound and the holder: nothing waits silently for
 //! ever.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::fs::File;
 use std::io;
 use std::path::{Path, PathBuf};
@@ -30,6 +30,9 @@ const RETRY: Duration = Duration::from_millis(20);
 
 /// The lock paths this process holds or is taking, and the turn's wake-up.
 static HELD: LazyLock<(Mutex<HashSet<PathBuf>>, Condvar)> = LazyLock::new(Default::default);
+/// Of each lock path, the files this process has open now and the most it
+/// ever had open at once: the one-file rule, observable atomically.
+static OPEN: LazyLock<Mutex<HashMap<PathBuf, (usize, usize)>>> = LazyLock::new(Default::default);
 /// This process's bound on a wait ([`set_wait`]).
 static WAIT: OnceLock<Duration> = OnceLock::new();
 
@@ -43,11 +46,32 @@ fn wait_bound() -> Duration {
     WAIT.get().copied().unwrap_or(DEFAULT_WAIT)
 }
 
+/// The most files of the lock path `path` this process ever had open at
+/// once through this module (0: none yet). The rule is that it never
+/// exceeds 1; counted under one mutex as files open and close, so a
+/// reader sees what was, where a scan of `/proc/self/fd` races the opens.
+pub fn most_open_at_once(path: &Path) -> usize {
+    OPEN.lock().unwrap_or_else(|e| e.into_inner()).get(path).map_or(0, |&(_, most)| most)
+}
+
+fn count_open(path: &Path, opened: bool) {
+    let mut open = OPEN.lock().unwrap_or_else(|e| e.into_inner());
+    let (now, most) = open.entry(path.to_path_buf()).or_default();
+    if opened {
+        *now += 1;
+        *most = (*most).max(*now);
+    } else {
+        *now = now.saturating_sub(1);
+    }
+}
+
 /// A lock held: the file (its flock) and this process's turn for its path.
 #[derive(Debug)]
 pub struct Held {
     file: Option<File>,
     path: PathBuf,
+    /// Whether the file is counted in [`OPEN`] (not for a pretended one).
+    counted: bool,
 }
 
 impl Held {
@@ -55,7 +79,19 @@ impl Held {
     /// play a lock lost at the file server.
     #[cfg(any(test, feature = "testing"))]
     pub fn pretend(file: File, path: &Path) -> Held {
-        Held { file: Some(file), path: path.to_path_buf() }
+        Held { file: Some(file), path: path.to_path_buf(), counted: false }
+    }
+
+    /// The turn for `path`, taken: its file not yet open.
+    fn turn(path: &Path) -> Held {
+        Held { file: None, path: path.to_path_buf(), counted: true }
+    }
+
+    /// Opens the lock file (counted), within the turn.
+    fn open(&mut self, mode: u32) -> io::Result<&File> {
+        let file = super::open_or_create(&self.path, mode)?;
+        count_open(&self.path, true);
+        Ok(self.file.insert(file))
     }
 
     /// The locked file.
@@ -68,7 +104,9 @@ impl Drop for Held {
     fn drop(&mut self) {
         // The file first: the flock goes with it while the turn is still
         // ours, so no thread of this process opens a second file meanwhile.
-        drop(self.file.take());
+        if self.file.take().is_some() && self.counted {
+            count_open(&self.path, false);
+        }
         let (held, turn) = &*HELD;
         held.lock().unwrap_or_else(|e| e.into_inner()).remove(&self.path);
         turn.notify_all();
@@ -127,24 +165,23 @@ fn lock_within(path: &Path, mode: u32, bound: Duration) -> io::Result<Held> {
     taken.insert(path.to_path_buf());
     drop(taken);
     // From here the turn is ours: `Held`'s drop gives it back, on every path.
-    let mut holding = Held { file: None, path: path.to_path_buf() };
-    let file = super::open_or_create(path, mode)?;
+    let mut holding = Held::turn(path);
+    let file = holding.open(mode)?;
     loop {
         match file.try_lock() {
             Ok(()) => break,
             Err(std::fs::TryLockError::WouldBlock) => {
                 if started.elapsed() >= bound {
-                    return Err(gave_up(&holder_of(&file)));
+                    return Err(gave_up(&holder_of(file)));
                 }
                 if started.elapsed() >= SAY_AFTER && !said {
-                    say(&mut said, &holder_of(&file));
+                    say(&mut said, &holder_of(file));
                 }
                 std::thread::sleep(RETRY);
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(super::with_path(e, path)),
         }
     }
-    holding.file = Some(file);
     Ok(holding)
 }
 
@@ -158,13 +195,9 @@ pub fn try_lock(path: &Path, mode: u32) -> io::Result<Option<Held>> {
             return Ok(None);
         }
     }
-    let mut holding = Held { file: None, path: path.to_path_buf() };
-    let file = super::open_or_create(path, mode)?;
-    match file.try_lock() {
-        Ok(()) => {
-            holding.file = Some(file);
-            Ok(Some(holding))
-        }
+    let mut holding = Held::turn(path);
+    match holding.open(mode)?.try_lock() {
+        Ok(()) => Ok(Some(holding)),
         Err(std::fs::TryLockError::WouldBlock) => Ok(None),
         Err(std::fs::TryLockError::Error(e)) => Err(super::with_path(e, path)),
     }
