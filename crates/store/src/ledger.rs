@@ -402,6 +402,19 @@ impl Ledger {
             return Ok(*key);
         }
         if inode.is_none() {
+            // A ledger that holds uses names them under the key that is
+            // gone: a new key would make every spent token spendable again.
+            if self.holds_uses()? {
+                return Err(with_path(
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        format!(
+                            "it is missing, but {LEDGER_DIR}/ holds the uses it names: no token can be told                              spent or not; put it back from a backup"
+                        ),
+                    ),
+                    &self.key_path,
+                ));
+            }
             self.make_key()?;
         }
         let mut key = [0u8; 32];
@@ -414,6 +427,23 @@ impl Ledger {
         let inode = file.metadata()?.ino();
         *cached = Some((inode, key));
         Ok(key)
+    }
+
+    /// Whether the ledger's directory holds any use, revocation or index
+    /// (anything but the metadata mark); a listing that fails is an error.
+    fn holds_uses(&self) -> io::Result<bool> {
+        let entries = match fs::read_dir(&self.dir) {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(with_path(e, &self.dir)),
+        };
+        for entry in entries {
+            let entry = entry.map_err(|e| with_path(e, &self.dir))?;
+            if entry.file_name() != crate::tokens::METADATA_EXISTED {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     fn make_key(&self) -> io::Result<()> {
@@ -493,6 +523,29 @@ mod tests {
         let other = ledger.mac("other").unwrap();
         assert_eq!(ledger.first_free(&other, u32::MAX), 1, "no overflow, bounded");
         assert_eq!(ledger.used(&other, MAX_USES), 0);
+    }
+
+    /// Issue 53's class: a file missing where one should be. The key gone
+    /// behind a running process (or a restored backup without it) while
+    /// the ledger holds uses: refused, never a new key under which every
+    /// spent token is new again; in the process that had it too.
+    #[test]
+    fn a_missing_key_with_uses_recorded_refuses_instead_of_making_a_new_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let ledger = Ledger::new(dir.path());
+        ledger.mac("token").unwrap();
+        fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
+        // No use recorded yet: a new key revives nothing.
+        let mac = ledger.mac("token").unwrap();
+        let record = dir.path().join("record.json");
+        fs::write(&record, "{}").unwrap();
+        assert!(ledger.claim(&mac, 1, &record, None).unwrap());
+        fs::remove_file(dir.path().join(KEY_FILE)).unwrap();
+        for process in [&ledger, &Ledger::new(dir.path())] {
+            let refused = process.mac("token").unwrap_err().to_string();
+            assert!(refused.contains("holds the uses it names"), "{refused}");
+        }
+        assert!(!dir.path().join(KEY_FILE).exists(), "no new key made");
     }
 
     #[test]

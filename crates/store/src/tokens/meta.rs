@@ -217,18 +217,21 @@ impl Tokens {
                 cache.known = true;
             }
             Err(e) => {
-                // The good copy on disk, not this process's last read: every
-                // writer refreshes it under the lock, so a token added since
-                // this process last looked is governed by it too (taken for
-                // a plain token, it would admit once and lose its other uses).
+                // What the disk says now, never this process's last read: a
+                // fresh process decides from the good copy on disk (every
+                // writer refreshes it under the lock) or, without one, fails
+                // every token closed, and so does this one. A memory older
+                // than a token would take a token of many uses, or an
+                // expiring one, for a plain one.
                 match read_meta_at(&self.good_path()) {
                     Ok(Some(good)) => {
                         cache.meta = Arc::new(good);
                         cache.known = true;
                     }
-                    // No copy on disk: this process's last good read, if any.
-                    Ok(None) | Err(_) if cache.known => {}
-                    Ok(None) | Err(_) => cache.known = false,
+                    Ok(None) | Err(_) => {
+                        cache.meta = Arc::default();
+                        cache.known = false;
+                    }
                 }
                 tracing::error!(
                     cause = %e, good_copy = cache.known,
@@ -492,5 +495,116 @@ mod tests {
         assert!(e.contains("a label key must be"), "{e}");
         let e = with([("k".to_string(), "v".repeat(MAX_LABEL_VALUE + 1))].into()).unwrap_err().to_string();
         assert!(e.contains("a label value must be at most 253"), "{e}");
+    }
+
+    /// What a process remembers of the metadata, against what is on disk.
+    #[derive(Debug, Clone, Copy)]
+    enum LastRead {
+        None,
+        OlderThanTheToken,
+        Current,
+    }
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum OnDisk {
+        Fine,
+        Missing,
+        Broken,
+    }
+
+    #[derive(Debug, Clone, Copy)]
+    enum Kind {
+        Plain,
+        MultiUse,
+        Expired,
+    }
+
+    /// An offer as a decision: whether it admits, and with what uses.
+    fn decision(offer: super::super::Offer) -> String {
+        use super::super::Offer;
+        match offer {
+            Offer::Valid { uses, labels, .. } => format!("admits, {uses} use(s), labels {labels:?}"),
+            Offer::Unreadable(_) => "refused: metadata unreadable".into(),
+            other => format!("refused: {other:?}"),
+        }
+    }
+
+    fn lay(path: &Path, how: OnDisk) {
+        match how {
+            OnDisk::Fine => {}
+            OnDisk::Missing => fs::remove_file(path).unwrap(),
+            OnDisk::Broken => fs::write(path, b"{ broken").unwrap(),
+        }
+    }
+
+    /// Issue 53: whatever this process read before, a decision is the one
+    /// a fresh process makes from the disk as it is, in every combination
+    /// of the metadata file, its good copy, the mark that the state had
+    /// metadata, this process's last read and the kind of token.
+    #[test]
+    fn a_process_memory_is_never_more_permissive_than_the_disk() {
+        use super::super::Tokens;
+        const T: &str = "token-under-test-0001";
+        const SEED: &str = "seed-token-0000000001";
+        let disks = [OnDisk::Fine, OnDisk::Missing, OnDisk::Broken];
+        let mut cases = 0;
+        for file in disks {
+            for good in disks {
+                for marker in [true, false] {
+                    for last in [LastRead::None, LastRead::OlderThanTheToken, LastRead::Current] {
+                        for kind in [Kind::Plain, Kind::MultiUse, Kind::Expired] {
+                            let dir = tempfile::tempdir().unwrap();
+                            let state = dir.path();
+                            // The state has metadata: a token of two uses.
+                            let seed = TokenMeta { uses: Some(2), ..Default::default() };
+                            Tokens::new(state).add(&[SEED.into()], &seed).unwrap();
+                            let process = Tokens::new(state);
+                            if let LastRead::OlderThanTheToken = last {
+                                process.offer(SEED).unwrap();
+                            }
+                            // Another process (or replica) adds the token.
+                            let writer = Tokens::new(state);
+                            match kind {
+                                Kind::Plain => {
+                                    let mut listed = fs::read(state.join(super::super::TOKENS_FILE)).unwrap();
+                                    listed.extend_from_slice(format!("{T}\n").as_bytes());
+                                    fs::write(state.join(super::super::TOKENS_FILE), listed).unwrap();
+                                }
+                                Kind::MultiUse => {
+                                    let meta = TokenMeta { uses: Some(3), ..Default::default() };
+                                    writer.add(&[T.into()], &meta).unwrap();
+                                }
+                                Kind::Expired => {
+                                    let past = janus_core::clock::now_unix() - 60;
+                                    let meta = TokenMeta { expires_at: Some(past), ..Default::default() };
+                                    writer.add(&[T.into()], &meta).unwrap();
+                                }
+                            }
+                            if let LastRead::Current = last {
+                                process.offer(T).unwrap();
+                            }
+                            lay(&state.join(super::super::META_FILE), file);
+                            lay(&state.join(super::super::META_GOOD_FILE), good);
+                            let mark = state.join(crate::ledger::LEDGER_DIR).join(METADATA_EXISTED);
+                            if !marker {
+                                fs::remove_file(&mark).unwrap();
+                            }
+                            let fresh = decision(Tokens::new(state).offer(T).unwrap());
+                            let this = decision(process.offer(T).unwrap());
+                            let case = format!(
+                                "file {file:?}, good copy {good:?}, marker {marker}, last read {last:?}, {kind:?}"
+                            );
+                            assert_eq!(this, fresh, "{case}");
+                            // And what the disk cannot tell is never taken for a plain token.
+                            if file != OnDisk::Fine && good != OnDisk::Fine && marker {
+                                assert!(this.starts_with("refused"), "{case}: {this}");
+                            }
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 162);
     }
 }
