@@ -213,3 +213,46 @@ fn read_only_admin_commands_create_nothing() {
     assert!(!fx.state().join("audit").exists(), "audit/ is not made again by a command that only reads");
     assert_eq!(files_below(&fx.state()), before);
 }
+
+/// Issue 53: both metadata files removed behind a running server whose
+/// last read of them predates the token (added by the CLI meanwhile): the
+/// server decides as a fresh process does, from the disk (refused, 503:
+/// the node retries), never from its memory (the token taken for a plain
+/// one: admitted once, its other uses lost; an expired one admitting).
+#[tokio::test]
+async fn both_metadata_files_removed_behind_a_running_server_refuse_what_they_governed() {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    let mut args = fx.serve_args();
+    args.extend(["--maintenance-every".into(), "1h".into()]);
+    let server = Process::start(&args);
+    let client = node_client(&fx, server.addr);
+    let seed = add_token(&fx.state(), &["--uses", "2"]);
+    assert_eq!(admitted(&client, &certs::mint_node_ca("seed").unwrap(), &seed).await, 200, "read once");
+    let many = add_token(&fx.state(), &["--uses", "3"]);
+    let expired = add_token(&fx.state(), &["--expires-in", "1s"]);
+    // Past its expiry, by the clock the server reads (no waiting).
+    let mut book = meta(&fx.state());
+    for entry in book.as_object_mut().unwrap().values_mut() {
+        if entry.get("expires_at").is_some() {
+            entry["expires_at"] = (janus_registration::clock::now_unix() - 60).into();
+        }
+    }
+    let edited = serde_json::to_vec(&book).unwrap();
+    fs::write(fx.state().join(META_FILE), &edited).unwrap();
+    fs::write(fx.state().join("tokens.meta.last-good.json"), &edited).unwrap();
+    for file in [META_FILE, "tokens.meta.last-good.json"] {
+        fs::remove_file(fx.state().join(file)).unwrap();
+    }
+    for token in [&many, &expired] {
+        let ca = certs::mint_node_ca("edge").unwrap();
+        assert_eq!(admitted(&client, &ca, token).await, 503, "refused until the metadata is back");
+    }
+    // Put back: the token of three uses admits three.
+    fs::write(fx.state().join(META_FILE), &edited).unwrap();
+    for n in 0..3 {
+        let ca = certs::mint_node_ca(&format!("e{n}")).unwrap();
+        assert_eq!(admitted(&client, &ca, &many).await, 200, "use {n}");
+    }
+    assert_ne!(admitted(&client, &certs::mint_node_ca("late").unwrap(), &expired).await, 200);
+}

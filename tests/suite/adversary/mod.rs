@@ -37,7 +37,7 @@ use crate::common::*;
 use janus_registration::agent::http::Request;
 use janus_registration::certs::{self, Minted};
 use janus_registration::clock::now_unix;
-use janus_registration::store::tokens::META_FILE;
+use janus_registration::store::tokens::{META_FILE, META_GOOD_FILE};
 
 /// The most of its disk a schedule's state took, at its end (the filler gone).
 static LARGEST_STATE: AtomicU64 = AtomicU64::new(0);
@@ -153,6 +153,8 @@ struct World {
     nodes: Mutex<Vec<Node>>,
     /// `tokens.meta.json`'s exact bytes while it is moved aside or broken.
     meta_away: Mutex<Option<(Vec<u8>, bool)>>,
+    /// Its last good copy's bytes, while both are removed behind the servers.
+    good_away: Mutex<Option<Vec<u8>>>,
     tokens_backup: Mutex<Option<Vec<u8>>>,
     /// Serializes the hand edits of `tokens.meta.json` with `tokens add`
     /// (an admin does one thing at a time with one file).
@@ -282,7 +284,7 @@ fn admin_cmd(world: &World, args: &[&str]) -> (bool, String) {
 }
 
 async fn step(world: &Arc<World>, rng: &mut StdRng) {
-    let roll = rng.random_range(0..115u32);
+    let roll = rng.random_range(0..118u32);
     match roll {
         0..=5 => add_token(world, rng).await,
         6..=35 => announce_with_token(world, rng).await,
@@ -298,6 +300,29 @@ async fn step(world: &Arc<World>, rng: &mut StdRng) {
         78..=83 => {
             let (world, coin) = (world.clone(), rng.random_bool(0.5));
             tokio::task::spawn_blocking(move || meta_by_hand(&world, coin)).await.unwrap()
+        }
+        // Both metadata files removed behind the running servers (issue
+        // 53): they must fail closed as a fresh process would, whatever
+        // they read before.
+        112..=114 => {
+            // Half the time a token the servers have not read yet: added
+            // by the CLI just before, and announced with while both are away.
+            let fresh = rng.random_bool(0.5);
+            let away = world.meta_away.lock().unwrap().is_some();
+            if fresh && away {
+                let hands = world.clone();
+                tokio::task::spawn_blocking(move || both_metadata_files_away(&hands)).await.unwrap();
+            }
+            let fresh = match fresh {
+                true => add_token_with(world, rng.random_range(2..=3), rng.random_bool(0.3)).await,
+                false => None,
+            };
+            let hands = world.clone();
+            tokio::task::spawn_blocking(move || both_metadata_files_away(&hands)).await.unwrap();
+            if let Some(token) = fresh {
+                let ca = pick_ca(world, rng, 1.0);
+                send_announcement(world, rng, token, ca).await;
+            }
         }
         84..=87 => tokens_backup(world, rng),
         88..=93 => stop_a_server(world, rng),
@@ -623,6 +648,9 @@ fn meta_by_hand(world: &Arc<World>, aside: bool) {
         Some((bytes, broken)) => {
             if fs::write(&path, &bytes).is_err() {
                 *away = Some((bytes, broken));
+            } else if let Some(good) = world.good_away.lock().unwrap().take() {
+                // Best effort: a missing good copy beside a file that reads is made again.
+                let _ = fs::write(world.state().join(META_GOOD_FILE), good);
             }
         }
         None => {
@@ -642,6 +670,27 @@ fn meta_by_hand(world: &Arc<World>, aside: bool) {
             }
         }
     }
+}
+
+/// Removes `tokens.meta.json` and its last good copy at once (a restored
+/// backup that left both out), or puts back what is away.
+fn both_metadata_files_away(world: &Arc<World>) {
+    let away = world.meta_away.lock().unwrap().is_some();
+    if !away {
+        let good = world.state().join(META_GOOD_FILE);
+        if fs::symlink_metadata(&good).is_ok_and(|m| m.file_type().is_symlink()) {
+            return;
+        }
+        let Ok(bytes) = fs::read(&good) else { return };
+        *world.good_away.lock().unwrap() = Some(bytes);
+        let _ = fs::remove_file(&good);
+        world.log(Event::Hand {
+            what: "the metadata's good copy removed".into(),
+            at: janus_registration::clock::now_rfc3339(),
+        });
+    }
+    // Moves the file aside (its good copy gone too), or puts both back.
+    meta_by_hand(world, true);
 }
 
 /// Keeps a copy of `tokens`, or puts an earlier copy back.
@@ -987,6 +1036,7 @@ fn new_world() -> Arc<World> {
         ca_hashes: Mutex::default(),
         nodes: Mutex::default(),
         meta_away: Mutex::default(),
+        good_away: Mutex::default(),
         tokens_backup: Mutex::default(),
         resumes: Mutex::default(),
         meta_hands: tokio::sync::Mutex::default(),

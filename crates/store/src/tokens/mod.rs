@@ -39,8 +39,8 @@ mod tidier;
 
 use file::{Listed, ends_with_newline};
 pub use file::{is_separator, parse};
-use meta::MetaCache;
 pub(crate) use meta::METADATA_EXISTED;
+use meta::MetaCache;
 pub use meta::{MAX_DESCRIPTION, MAX_LABELS, MAX_USES, MetaUnreadable, TokenMeta, labels_refusal};
 pub use tidier::Tidier;
 
