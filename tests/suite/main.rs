@@ -23,6 +23,7 @@ mod cross_site;
 mod decisions;
 mod deploy;
 mod fail_closed;
+mod failed_admissions;
 mod frictions;
 mod handlers;
 mod hostile_nodes;

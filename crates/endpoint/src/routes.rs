@@ -86,6 +86,7 @@ async fn announce_or_refuse(
         token_claim: None,
         token_sha256_prefix: None,
         token_labels: Default::default(),
+        admission_unanswered: false,
         extra: Default::default(),
     };
     // The whole admission in one hand-off to the blocking pool:

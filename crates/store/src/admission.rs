@@ -28,10 +28,13 @@
 //! An admission is *finished* once its claim file is gone; from then on an
 //! admin's decision about it stands: a removed `approved/<id>` is not made
 //! again by recovery, nor by the node announcing again. The same CA
-//! presenting the spent token again is answered `admitted` only while the
-//! admission is unfinished or still approved, and only within the readmit
-//! window (`--readmit-window`) after it: the node whose answer was
-//! lost. (Earlier versions kept the pending record at `nodes/<id>.json`
+//! presenting the spent token again (the node whose answer was lost) is
+//! answered `admitted` with its first id: whatever the time while the
+//! admission is unfinished (a failed admission never spends a token: its
+//! use is that node's); once finished, while it is still approved, within
+//! the readmit window (`--readmit-window`) after it, or at any age the
+//! first time when a recovery finished it (no answer had told the node:
+//! the record says `admission_unanswered`). (Earlier versions kept the pending record at `nodes/<id>.json`
 //! itself; such a record, pending and naming its claim, is unfinished and
 //! recovered the same way.)
 
@@ -317,7 +320,10 @@ impl Store {
                 None => break,
                 Some(Holder::Node(holder)) if holder == *id => {
                     let Some(mut record) = self.read_record_or_claim(id)? else { return Ok(false) };
-                    // No answer went out: the trust is delivered when the node announces again.
+                    // No answer went out: the trust is delivered when the
+                    // node announces again, however late (the mark lifts the
+                    // readmit window for it, once).
+                    record.admission_unanswered = true;
                     self.finish(&mut record, "", None)?;
                     self.remove_claim(id);
                     tracing::warn!(node = %id, "finished a token admission a crash had cut short");
@@ -403,8 +409,10 @@ impl Store {
         record.admitted_by = Some(super::AdmittedBy::Known(DecidedBy::Token));
         // One after the other on this (blocking-pool) thread: a thread of
         // their own per admission would mean a thousand in a boot storm.
+        fault_in_finish("record")?;
         self.write_record(record)?;
         self.audit.record_all(&events)?;
+        fault_in_finish("approval")?;
         self.approve(&id, DecidedBy::Token, "")
     }
 
@@ -451,12 +459,16 @@ impl Store {
     }
 
     /// The node that spent this token announced again (its answer was
-    /// lost), within the readmit window: answered `admitted` with its first
-    /// id. An unfinished admission is finished now; a finished one is
-    /// answered only while its approval stands (an admin who withdrew it
-    /// decided). The record is not changed: not its name, address, peer
-    /// address or poll secret (janusd never polls after an admitting
-    /// answer). `None`: not honoured; the token counts as spent.
+    /// lost): answered `admitted` with its first id. An unfinished
+    /// admission (its claim still there: a fault or a crash after the
+    /// claim) is finished now, whatever its age: the node was never told,
+    /// and its token's use is its own. A finished one is answered within
+    /// the readmit window, or at any age once if a recovery finished it
+    /// (no answer told the node), and only while its approval stands (an
+    /// admin who withdrew it decided). The record is not changed but for
+    /// that mark: not its name, address, peer address or poll secret
+    /// (janusd never polls after an admitting answer). `None`: not
+    /// honoured; the token counts as spent.
     fn readmit(
         &self,
         mut earlier: NodeRecord,
@@ -465,21 +477,17 @@ impl Store {
         bundle_version: u64,
     ) -> StoreResult<Option<Admission>> {
         let id = earlier.id.clone();
-        let admitted_at = earlier.announced_at.as_deref().and_then(|t| {
-            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
-        });
-        let within = admitted_at.is_some_and(|at| {
-            let age = janus_core::clock::now_utc() - at;
-            age >= time::Duration::ZERO && age.unsigned_abs() <= self.readmit_window
-        });
-        if !within {
-            return Ok(None);
-        }
         if self.is_unfinished(&id)? {
             self.finish(&mut earlier, token, Some(bundle_version))?;
             self.remove_claim(&id);
-        } else if !self.approved_now(&id)? {
+        } else if !(self.within_readmit_window(&earlier) || earlier.admission_unanswered)
+            || !self.approved_now(&id)?
+        {
             return Ok(None);
+        } else if earlier.admission_unanswered {
+            // Told now: from here the window governs it, as any other.
+            earlier.admission_unanswered = false;
+            self.write_record(&earlier)?;
         }
         self.audit.record(AuditEvent::Readmitted {
             id: earlier.id.clone(),
@@ -508,6 +516,19 @@ impl Store {
     }
 }
 
+impl Store {
+    /// Whether `earlier` announced within the readmit window (`--readmit-window`).
+    fn within_readmit_window(&self, earlier: &NodeRecord) -> bool {
+        let announced = earlier.announced_at.as_deref().and_then(|t| {
+            time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok()
+        });
+        announced.is_some_and(|at| {
+            let age = janus_core::clock::now_utc() - at;
+            age >= time::Duration::ZERO && age.unsigned_abs() <= self.readmit_window
+        })
+    }
+}
+
 /// A test hook: while the file `JANUS_REGISTRATION_TEST_STALL_AFTER_CLAIM`
 /// names exists, a process that has just won a token's use waits before
 /// finishing it, as a replica stopped (SIGSTOP) or stuck in an `fsync`
@@ -531,6 +552,28 @@ fn stall_after_claim() {
 }
 
 /// The `announced` event: what the node said, never its secret or token.
+/// A test hook: while the file `JANUS_REGISTRATION_TEST_FAULT_IN_FINISH`
+/// names holds `step` (`record` or `approval`), finishing an admission
+/// fails there with ENOSPC, as a full disk makes the write of the record
+/// or of the approval fail after the use was claimed. Read once; compiled
+/// into debug builds only (the tests'): no release build reads it.
+#[cfg(not(debug_assertions))]
+fn fault_in_finish(_step: &str) -> io::Result<()> {
+    Ok(())
+}
+
+#[cfg(debug_assertions)]
+fn fault_in_finish(step: &str) -> io::Result<()> {
+    static FAULT_WHILE: std::sync::OnceLock<Option<std::path::PathBuf>> = std::sync::OnceLock::new();
+    let fault_while = FAULT_WHILE.get_or_init(|| {
+        std::env::var_os("JANUS_REGISTRATION_TEST_FAULT_IN_FINISH").map(std::path::PathBuf::from)
+    });
+    match fault_while.as_deref().map(std::fs::read_to_string) {
+        Some(Ok(named)) if named.trim() == step => Err(io::Error::from_raw_os_error(28)),
+        _ => Ok(()),
+    }
+}
+
 fn announced(record: &NodeRecord, token_presented: bool) -> AuditEvent {
     AuditEvent::Announced {
         id: record.id.clone(),

@@ -154,6 +154,12 @@ pub struct NodeRecord {
     /// That token's labels (`tokens add --label`), as they were when it admitted the node.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub token_labels: std::collections::BTreeMap<String, String>,
+    /// A token admission finished by a recovery (the node's request failed
+    /// after its use was claimed, or its server died): no answer told the
+    /// node, so the same CA presenting the same token is answered with this
+    /// record whatever the readmit window says, once (then cleared).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub admission_unanswered: bool,
     /// Fields another tool (or a later version) wrote: kept on rewrite.
     #[serde(flatten)]
     pub extra: Map<String, Value>,
