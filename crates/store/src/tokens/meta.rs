@@ -472,6 +472,7 @@ fn stall_in_tokens_edit() {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods, reason = "tests write and look at files by hand, as an admin does")]
 mod tests {
     use super::*;
 
