@@ -377,3 +377,49 @@ async fn every_console_route_is_refused_to_a_credential_without_its_scope() {
     assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "pending");
     server.stop().await;
 }
+
+/// Issue 53: 600 tokenless announcements (no credential needed) arrive
+/// after a real node: newest first, the page's 500 rows are the flood's,
+/// and it says how many are not shown; a search by what the admin holds
+/// (the node's console line, its fingerprint's first digits, its name, an
+/// id prefix) finds the node whatever the flood.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_flood_cannot_hide_a_pending_node_from_a_search_by_its_fingerprint() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let nodes = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge-real").unwrap();
+    announce(&nodes, "edge-real", &ca, "").await;
+    let id = pending_id(&fx, admin, &admin_ca, "edge-real").await;
+    // The flood, as its records land (one CA, newer than the real node).
+    let flood = certs::mint_node_ca("flood").unwrap();
+    let later = janus_registration::clock::unix_to_rfc3339(janus_registration::clock::now_unix() + 60);
+    for _ in 0..600 {
+        let fid = janus_registration::store::NodeId::generate();
+        let record = serde_json::json!({
+            "id": fid.as_str(), "name": "flood", "address": "10.0.2.15:9505", "ca_cert_pem": flood.cert_pem,
+            "ca_sha256": ca_hash(&flood), "admitted": false, "poll_secret_sha256": "00",
+            "announced_at": later, "peer_address": "127.0.0.1:40000",
+        });
+        std::fs::write(fx.state().join("nodes").join(format!("{fid}.json")), record.to_string()).unwrap();
+    }
+    let mut browser = Browser::new(&fx, admin, &credential(&admin_ca, "alice", &Scope::ALL));
+    let page = browser.get("/console/").await.text();
+    assert!(page.contains("Showing the newest 500 of 601 nodes; 101 not shown"), "{page}");
+    assert!(!page.contains(&id), "pushed off the page by the flood");
+    let hash = ca_hash(&ca);
+    let line = format!("pki: this node's CA: SHA-256 {}", hash.to_uppercase());
+    let id_prefix = id[..10].to_string();
+    for typed in [line.as_str(), &hash[..8], "edge-real", id_prefix.as_str()] {
+        let query = form_urlencoded::Serializer::new(String::new()).append_pair("q", typed).finish();
+        for path in ["/console/", "/console/nodes"] {
+            let found = browser.get(&format!("{path}?{query}")).await;
+            assert_eq!(found.status, 200, "{typed}: {}", found.text());
+            let text = found.text();
+            assert!(text.contains(&format!("/console/nodes/{id}")), "{path} {typed}: found");
+            assert!(!text.contains("Showing the newest"), "{path} {typed}: one row, nothing hidden");
+        }
+    }
+    server.stop().await;
+}

@@ -36,6 +36,7 @@ use pages::{Filter, Frame, Said};
 
 pub mod csrf;
 pub mod pages;
+pub mod search;
 mod serve;
 
 pub use serve::CONTENT_SECURITY_POLICY;
@@ -272,10 +273,20 @@ fn list_args() -> ListArgs {
     ListArgs::everything()
 }
 
-async fn pending_page(asked: Asked) -> Response {
+async fn pending_page(asked: Asked, RawQuery(query): RawQuery) -> Response {
+    let mut search = search::Search::default();
+    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
+        match key.as_ref() {
+            "q" => search = search::Search::new(&value),
+            other => return failed(AdminApiError::BadRequest(format!("{other:?} is not a parameter: q"))),
+        }
+    }
     let args = ListArgs { pending: true, ..list_args() };
     match on_store(&asked.api, &asked.caller, move |store| crate::node_list(store, &args)).await {
-        Ok(list) => page(StatusCode::OK, asked.cookie.clone(), || pages::pending(&asked.frame(), &list)),
+        Ok(mut list) => {
+            list.nodes = search::found(list.nodes, &search);
+            page(StatusCode::OK, asked.cookie.clone(), || pages::pending(&asked.frame(), &list, &search))
+        }
         Err(e) => failed(e),
     }
 }
@@ -285,6 +296,7 @@ async fn nodes_page(asked: Asked, RawQuery(query): RawQuery) -> Response {
     let mut args = list_args();
     for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
         match (key.as_ref(), value.as_ref()) {
+            ("q", typed) => filter.search = search::Search::new(typed),
             ("state", "") | ("label", "") => {}
             ("state", "pending") => args.pending = true,
             ("state", "admitted") => args.admitted = true,
@@ -294,16 +306,20 @@ async fn nodes_page(asked: Asked, RawQuery(query): RawQuery) -> Response {
                 Err(why) => return failed(AdminApiError::BadRequest(format!("label: {why}"))),
             },
             (other, _) => {
-                return failed(AdminApiError::BadRequest(format!("{other:?} is not a filter: state, label")));
+                return failed(AdminApiError::BadRequest(format!(
+                    "{other:?} is not a filter: state, label, q"
+                )));
             }
         }
         match key.as_ref() {
             "state" => filter.state = Some(value.into_owned()),
-            _ => filter.label = Some(value.into_owned()),
+            "label" => filter.label = Some(value.into_owned()),
+            _ => {}
         }
     }
     match on_store(&asked.api, &asked.caller, move |store| crate::node_list(store, &args)).await {
-        Ok(list) => {
+        Ok(mut list) => {
+            list.nodes = search::found(list.nodes, &filter.search);
             page(StatusCode::OK, asked.cookie.clone(), || pages::nodes(&asked.frame(), &list, &filter))
         }
         Err(e) => failed(e),

@@ -129,7 +129,8 @@ fn node_rows(all: &[NodeView]) -> Markup {
     let nodes = &all[..all.len().min(ROWS_AT_MOST)];
     html! {
         @if all.len() > nodes.len() {
-            p .said.refused { "Showing " (nodes.len()) " of " (all.len()) " nodes: filter by state or label to see the others." }
+            p .said.refused { "Showing the newest " (nodes.len()) " of " (all.len()) " nodes; "
+                (all.len() - nodes.len()) " not shown: search by fingerprint, name, id or address to find one." }
         }
         table .nodes {
             thead { tr { th { "Name" } th { "Address" } th { "State" } th { "Age" } th { "Labels" }
@@ -164,14 +165,32 @@ fn unreadable(list: &NodeList) -> Markup {
     }
 }
 
-/// The pending nodes, kept live by the event stream.
-pub fn pending(frame: &Frame<'_>, list: &NodeList) -> Markup {
+/// The search field: what an admin holds of a node.
+fn search_form(action: &str, search: &super::search::Search, hidden: Markup) -> Markup {
+    html! {
+        form .filter method="get" action=(action) {
+            (hidden)
+            label { "Search "
+                input name="q" size="40" value=(search.typed)
+                    placeholder="fingerprint (or its first digits), name, id or address"; }
+            button { "Search" }
+            @if !search.is_empty() { " " a href=(action) { "clear" } }
+        }
+    }
+}
+
+/// The pending nodes (those `search` asks for, newest first), kept live by
+/// the event stream while nothing is searched.
+pub fn pending(frame: &Frame<'_>, list: &NodeList, search: &super::search::Search) -> Markup {
     let body = html! {
+        (search_form("/console/", search, html! {}))
         p .live { "Live: " span #live-status { "not following (no script)" } }
         div #live data-live {
             (unreadable(list))
-            @if list.nodes.is_empty() {
+            @if list.nodes.is_empty() && search.is_empty() {
                 p .empty { "No node is waiting." }
+            } @else if list.nodes.is_empty() {
+                p .empty { "No waiting node matches." }
             } @else {
                 (node_rows(&list.nodes))
             }
@@ -188,6 +207,8 @@ pub struct Filter {
     pub state: Option<String>,
     /// `KEY=VALUE`, or none.
     pub label: Option<String>,
+    /// What to search for (fingerprint, name, id, address).
+    pub search: super::search::Search,
 }
 
 /// Every node, filtered by state and label.
@@ -203,6 +224,8 @@ pub fn nodes(frame: &Frame<'_>, list: &NodeList, filter: &Filter) -> Markup {
                 }
             }
             label { " Label " input name="label" placeholder="key=value" value=(filter.label.as_deref().unwrap_or("")); }
+            label { " Search " input name="q" value=(filter.search.typed)
+                placeholder="fingerprint, name, id or address"; }
             button { "Filter" }
         }
         (unreadable(list))
