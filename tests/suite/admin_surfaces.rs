@@ -248,6 +248,88 @@ async fn strangers_churning_connections_do_not_keep_a_credential_holder_out() {
     server.stop().await;
 }
 
+/// Issue 53: strangers flooding the admin listener from the holder's own
+/// address (127.0.0.1), with connections that say nothing and with TLS
+/// handshakes that present no credential: the holder's requests succeed at
+/// the first try, 10 of 10 (no retry).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_admin_gets_in_at_the_first_try_under_a_flood_from_its_own_address() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let api = client(&fx, admin, &credential(&admin_ca, "orchestrator", &[Scope::Read]));
+    // A client with no credential: its handshakes fail, and it tries again.
+    let root = fx.fleet.root.cert_pem.clone();
+    let stranger = {
+        let mut roots = rustls::RootCertStore::empty();
+        for der in janus_registration::pki::all_certificates(root.as_bytes(), "root").unwrap() {
+            roots.add(der).unwrap();
+        }
+        let config = rustls::ClientConfig::builder_with_provider(janus_registration::tls::provider())
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
+        janus_registration::admin_api::client::AdminClient::from_config(&admin.to_string(), Arc::new(config))
+    };
+    // The strangers are another program on the holder's host: their own
+    // runtime, on a thread of their own (sharing the holder's runtime would
+    // keep the holder's task from sending its hello).
+    let own: std::net::IpAddr = "127.0.0.1".parse().unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let opened = Arc::new(AtomicUsize::new(0));
+    let strangers = {
+        let (stop, opened) = (stop.clone(), opened.clone());
+        std::thread::spawn(move || {
+            let runtime =
+                tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
+            runtime.block_on(async move {
+                let mut flood: Vec<_> =
+                    (0..64).map(|_| churn(admin, own, stop.clone(), opened.clone())).collect();
+                for _ in 0..16 {
+                    let (stranger, stop) = (stranger.clone(), stop.clone());
+                    flood.push(tokio::spawn(async move {
+                        while !stop.load(Ordering::Acquire) {
+                            let _ = stranger.call("GET", "/v1/whoami", None).await;
+                        }
+                    }));
+                }
+                while !stop.load(Ordering::Acquire) {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                for task in flood {
+                    task.abort();
+                }
+            })
+        })
+    };
+    let filled = opened.clone();
+    assert!(
+        wait_for_async(Duration::from_secs(20), move || filled.load(Ordering::Acquire) >= 200).await,
+        "the strangers churn"
+    );
+    // The holder is a program of its own too (the CLI, an orchestrator).
+    let holder = std::thread::spawn(move || {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async move {
+            let mut first_try = 0;
+            let mut failures = Vec::new();
+            for _ in 0..10 {
+                match api.call("GET", "/v1/whoami", None).await {
+                    Ok(reply) if reply.status == 200 => first_try += 1,
+                    other => failures.push(format!("{other:?}")),
+                }
+            }
+            (first_try, failures)
+        })
+    });
+    let (first_try, failures) = tokio::task::spawn_blocking(move || holder.join().unwrap()).await.unwrap();
+    stop.store(true, Ordering::Release);
+    strangers.join().unwrap();
+    assert_eq!(first_try, 10, "served at the first try under the flood: {failures:?}");
+    server.stop().await;
+}
+
 /// Addresses in 24 networks of 127/8, four each.
 fn many_sources() -> Vec<String> {
     (1..=24).flat_map(|net| (1..=4).map(move |host| format!("127.0.{net}.{host}"))).collect()

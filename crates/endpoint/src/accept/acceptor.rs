@@ -104,6 +104,7 @@ where
             let (stream, service, source) = tokio::time::timeout(within, handshake)
                 .await
                 .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, Refused::HandshakeTimeout))??;
+            stream.get_ref().0.mark_handshaken();
             let mark = stream.get_ref().0.request_mark();
             Ok((stream, Marking { inner: service, mark, source }))
         })

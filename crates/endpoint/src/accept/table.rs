@@ -1,8 +1,15 @@
 //! The connection table: open connections counted in all, per source and
 //! per network, before any handshake work; a full table evicts the oldest
 //! idle connection of the source that holds the most (silent ones, that
-//! sent no byte, first); a stream holds its slot until it is dropped or
-//! evicted.
+//! sent no byte, first; then those not through their handshake; a
+//! handshaken one, which on the admin listener holds a credential, last);
+//! a stream holds its slot until it is dropped or evicted.
+//!
+//! Whether a connection is silent is asked of the socket itself (a peek)
+//! before it is shed as such, where the table keeps a handle on it (the
+//! admin listener): a client whose hello is in the kernel's buffer but
+//! whose task has not read it yet is not taken for a stranger who says
+//! nothing.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io;
@@ -98,6 +105,45 @@ struct Table {
 struct Entry {
     peer: Option<(IpAddr, IpAddr)>,
     signal: Arc<Signal>,
+    /// A second handle on the socket, to peek whether it has spoken (only
+    /// where a source sheds its own: [`Caps::shed_within`]).
+    peek: Option<std::os::fd::OwnedFd>,
+    /// When it was admitted.
+    since: tokio::time::Instant,
+}
+
+/// A connection that spoke but has not finished its handshake in this long
+/// may be shed for a newcomer of its source (a stranger that sends a hello
+/// and stalls); an honest handshake takes a few round trips, and one still
+/// making progress is never shed for a newcomer.
+const STALLED_HANDSHAKE: std::time::Duration = std::time::Duration::from_millis(250);
+
+impl Entry {
+    /// Whether the peer has sent nothing at all: its bookkeeping, then the
+    /// socket itself (a byte waiting in the kernel's buffer counts).
+    fn silent(&self) -> bool {
+        if self.signal.spoke.load(Ordering::Relaxed) {
+            return false;
+        }
+        let Some(fd) = &self.peek else { return true };
+        let spoke = has_spoken(fd);
+        if spoke {
+            self.signal.spoke.store(true, Ordering::Relaxed);
+        }
+        !spoke
+    }
+
+    /// How evictable it is: 0 silent, 1 spoke but not through its
+    /// handshake, 2 through it (on the admin listener: a credential).
+    fn class(&self) -> u8 {
+        if self.silent() {
+            0
+        } else if !self.signal.handshaken.load(Ordering::Relaxed) {
+            1
+        } else {
+            2
+        }
+    }
 }
 
 /// What a slot and the table share: whether a request reached the router,
@@ -109,6 +155,9 @@ struct Signal {
     /// connections, silent ones are evicted first, so strangers opening
     /// connections that say nothing cannot shed a client mid-handshake.
     spoke: AtomicBool,
+    /// Whether its TLS handshake finished (on the admin listener, with a
+    /// client certificate from the admin CA): shed last.
+    handshaken: AtomicBool,
     evicted: AtomicBool,
     waker: Mutex<Option<Waker>>,
 }
@@ -143,19 +192,25 @@ impl Table {
         Some(entry)
     }
 
-    /// Closes the oldest silent connection (one that has sent nothing)
-    /// whose peer `of` takes; whether there was one. A client mid-handshake
-    /// is never shed for a newcomer of its own source or network.
+    /// Closes the oldest silent connection (one that has sent nothing, as
+    /// its socket says) whose peer `of` takes, else the oldest whose
+    /// handshake stalled past [`STALLED_HANDSHAKE`]; whether there was one.
+    /// A connection through its handshake (on the admin listener: a
+    /// credential) is never shed for a newcomer of its own source or
+    /// network, nor a client whose handshake is under way.
     fn evict_oldest_silent(&mut self, of: impl Fn((IpAddr, IpAddr)) -> bool) -> bool {
-        let oldest = self
-            .open
-            .iter()
-            .find(|(_, entry)| {
-                entry.signal.idle()
-                    && !entry.signal.spoke.load(Ordering::Relaxed)
-                    && entry.peer.is_some_and(&of)
-            })
-            .map(|(id, _)| *id);
+        let candidates = |e: &Entry| e.signal.idle() && e.peer.is_some_and(&of);
+        let silent = self.open.iter().find(|(_, e)| candidates(e) && e.silent());
+        let oldest = silent.map(|(id, _)| *id).or_else(|| {
+            self.open
+                .iter()
+                .find(|(_, e)| {
+                    candidates(e)
+                        && !e.signal.handshaken.load(Ordering::Relaxed)
+                        && e.since.elapsed() >= STALLED_HANDSHAKE
+                })
+                .map(|(id, _)| *id)
+        });
         match oldest {
             Some(id) => {
                 self.close_evicted(id);
@@ -174,21 +229,20 @@ impl Table {
         }
     }
 
-    /// Closes an idle connection to make room — the oldest of the source
-    /// holding the most such (a flood's, never the one a new source just
-    /// opened while others hold several); whether there was one. A scan of
-    /// the table, made only when it is full.
+    /// Closes an idle connection to make room — of the most evictable class
+    /// present ([`Entry::class`]: silent, then mid-handshake, then through
+    /// it), the oldest of the source holding the most such (a flood's,
+    /// never the one a new source just opened while others hold several);
+    /// whether there was one. A scan of the table, made only when it is full.
     fn evict_one_idle(&mut self) -> bool {
-        // Silent ones first (see `Signal::spoke`): a client's handshake
-        // goes only when no connection that said nothing is left.
-        let any_silent =
-            self.open.values().any(|e| e.signal.idle() && !e.signal.spoke.load(Ordering::Relaxed));
+        let classes: Vec<(u64, u8)> =
+            self.open.iter().filter(|(_, e)| e.signal.idle()).map(|(id, e)| (*id, e.class())).collect();
+        let Some(lowest) = classes.iter().map(|(_, class)| *class).min() else { return false };
         let mut by_source: HashMap<Option<IpAddr>, (usize, u64)> = HashMap::new();
-        for (id, entry) in &self.open {
-            if entry.signal.idle() && !(any_silent && entry.signal.spoke.load(Ordering::Relaxed)) {
-                let seen = by_source.entry(entry.peer.map(|(source, _)| source)).or_insert((0, *id));
-                seen.0 += 1;
-            }
+        for (id, _) in classes.iter().filter(|(_, class)| *class == lowest) {
+            let source = self.open.get(id).and_then(|e| e.peer.map(|(source, _)| source));
+            let seen = by_source.entry(source).or_insert((0, *id));
+            seen.0 += 1;
         }
         // The most held; among equals, the one whose oldest is oldest.
         let Some(id) = by_source
@@ -220,7 +274,14 @@ impl ConnectionCap {
         open as f64 / self.caps.max.max(1) as f64
     }
 
+    #[cfg(test)]
     fn admit(&self, peer: Option<IpAddr>) -> Result<Slot, Refused> {
+        self.admit_with(peer, None)
+    }
+
+    /// Admits a connection from `peer`, keeping `peek` (a second handle on
+    /// the socket) to ask it whether it has spoken.
+    fn admit_with(&self, peer: Option<IpAddr>, peek: Option<std::os::fd::OwnedFd>) -> Result<Slot, Refused> {
         let peer = peer.map(|ip| (crate::limits::source_key(ip), network_key(ip)));
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((source, network)) = peer {
@@ -249,7 +310,9 @@ impl ConnectionCap {
         let id = table.next;
         table.next += 1;
         let signal = Arc::new(Signal::default());
-        table.open.insert(id, Entry { peer, signal: signal.clone() });
+        table
+            .open
+            .insert(id, Entry { peer, signal: signal.clone(), peek, since: tokio::time::Instant::now() });
         table.count(peer, true);
         Ok(Slot { id, signal, table: self.table.clone() })
     }
@@ -281,24 +344,43 @@ impl<S> Accept<TcpStream, S> for ConnectionCap {
         // fold: no state read: outside a PROXY scope there is no proxied source
         let proxied = crate::proxy::SOURCE.try_with(|source| *source).ok().flatten();
         let peer = proxied.or_else(|| stream.peer_addr().ok()).map(|a| a.ip());
-        std::future::ready(match self.admit(peer) {
-            Ok(slot) => Ok((Capped { inner: stream, slot }, service)),
+        // Where a source sheds its own silent connections (the admin
+        // listener), the table keeps a second handle to ask the socket
+        // itself whether it spoke before taking it for silent.
+        let peek = if self.caps.shed_within { rustix::io::dup(&stream).ok() } else { None };
+        std::future::ready(match self.admit_with(peer, peek) {
+            Ok(slot) => Ok((Capped { slot, inner: stream }, service)),
             Err(refused) => Err(io::Error::other(refused)),
         })
     }
 }
 
+/// Whether the peer has sent a byte that waits to be read (a peek); nothing
+/// yet, closed by the peer, or a failed look: it has not.
+fn has_spoken(socket: impl std::os::fd::AsFd) -> bool {
+    let mut byte = [0u8; 1];
+    let flags = rustix::net::RecvFlags::PEEK | rustix::net::RecvFlags::DONTWAIT;
+    matches!(rustix::net::recv(socket, &mut byte, flags), Ok((n, _)) if n > 0)
+}
+
 /// A stream that holds its connection slot, gives it back when dropped,
 /// and fails its next read or write once evicted.
 pub struct Capped<I> {
-    inner: I,
+    // The slot first: dropped (its entry and peek handle gone from the
+    // table) before the socket closes.
     slot: Slot,
+    inner: I,
 }
 
 impl<I> Capped<I> {
     /// The mark this connection's requests set.
     pub fn request_mark(&self) -> RequestMark {
         RequestMark(self.slot.signal.clone())
+    }
+
+    /// Marks the connection through its TLS handshake: shed last.
+    pub fn mark_handshaken(&self) {
+        self.slot.signal.handshaken.store(true, Ordering::Relaxed);
     }
 
     /// `Err` once evicted; else registers the waker an eviction wakes
@@ -414,6 +496,53 @@ mod tests {
         }
         assert!(matches!(table.admit(ip("203.0.113.12")), Err(Refused::Cap)), "all busy: refused");
         assert_eq!(table.evictions.get(), 3, "each eviction counted once");
+    }
+
+    /// Issue 53: a newcomer of a source at its cap sheds a connection that
+    /// said nothing, asked of the socket itself: not one whose hello waits
+    /// in the kernel's buffer unread, nor one through its handshake (a
+    /// credential), nor one whose handshake is under way.
+    #[test]
+    fn a_source_at_its_cap_sheds_what_truly_said_nothing() {
+        use std::io::Write as _;
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let connect = || {
+            let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+            let (server, _) = listener.accept().unwrap();
+            (client, rustix::io::dup(&server).unwrap(), server)
+        };
+        let table = ConnectionCap::new(Caps {
+            max: 64,
+            per_source: 3,
+            per_network: 0,
+            evict: true,
+            shed_within: true,
+        });
+        let ip = Some("127.0.0.1".parse::<IpAddr>().unwrap());
+        let (mut hello, fd, _a) = connect();
+        let spoke = table.admit_with(ip, Some(fd)).unwrap();
+        let (_, fd, _b) = connect();
+        let credential = table.admit_with(ip, Some(fd)).unwrap();
+        credential.signal.handshaken.store(true, Ordering::Relaxed);
+        credential.signal.spoke.store(true, Ordering::Relaxed);
+        let (_, fd, _c) = connect();
+        let silent = table.admit_with(ip, Some(fd)).unwrap();
+        // The oldest's hello arrives; nothing of this process read it.
+        hello.write_all(b"\x16\x03\x01").unwrap();
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_secs(5);
+        while !has_spoken(&_a) {
+            assert!(tokio::time::Instant::now() < deadline, "the byte arrives");
+        }
+        let (_, fd, _d) = connect();
+        let newcomer = table.admit_with(ip, Some(fd)).expect("the silent one makes room");
+        assert!(silent.signal.evicted.load(Ordering::Acquire), "the one that said nothing goes");
+        assert!(!spoke.signal.evicted.load(Ordering::Acquire), "its hello unread, still not silent");
+        assert!(!credential.signal.evicted.load(Ordering::Acquire));
+        // Now none is silent: the handshake under way stays, the newcomer is refused.
+        newcomer.signal.spoke.store(true, Ordering::Relaxed);
+        let (_, fd, _e) = connect();
+        assert!(matches!(table.admit_with(ip, Some(fd)), Err(Refused::SourceCap)));
+        assert!(!spoke.signal.evicted.load(Ordering::Acquire), "a handshake under way is not shed");
     }
 
     #[test]
