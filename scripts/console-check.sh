@@ -35,7 +35,9 @@ unshare -m --propagation private true 2>/dev/null || skip "no private mount name
 
 work=$(mktemp -d)
 server_pid=
+evil_pid=
 cleanup() {
+  [ -n "$evil_pid" ] && kill "$evil_pid" 2>/dev/null
   [ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null && wait "$server_pid" 2>/dev/null
   # The browser's processes write into $work until they are gone.
   pkill -f "$work/" 2>/dev/null || true
@@ -113,6 +115,58 @@ name=$(printf '%s\n' "$said" | tail -1)
 "$bin" agent --dir web-7-node --once >agent.log 2>&1 || { cat agent.log; echo "console-check: web-7 not admitted"; exit 1; }
 grep -h '"event":"admitted"' state/audit/*.jsonl | grep -q '"user":"alice"' ||
   { echo "console-check: the approval is not audited under alice"; exit 1; }
+# Another site's page in the admin's browser (the credential picked for it
+# without a prompt, as for the console): a cross-site form and a no-cors
+# fetch to the API's reject route, and two frames of each event stream.
+# Nothing is rejected, and the credential's stream slots stay free.
+"$bin" user-data announce --fleet fleet --hostname web-8 --address "127.0.0.1:$port" >web-8.user-data.json
+"$bin" agent --user-data web-8.user-data.json --dir web-8-node --once >/dev/null 2>&1 || [ $? = 2 ]
+web8=$("$bin" nodes list --state state --pending --json | python3 -c 'import json,sys; print([n["id"] for n in map(json.loads, sys.stdin) if n["name"] == "web-8"][0])')
+evil_port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+mkdir evil
+cat >evil/index.html <<EVIL
+<!DOCTYPE html><title>working</title><body><p id="said">sending</p>
+<iframe name="sink"></iframe>
+<form id="reject" method="POST" target="sink" action="$origin/v1/nodes/$web8/reject"><input name="x" value="1"></form>
+<iframe src="$origin/v1/events"></iframe><iframe src="$origin/v1/events"></iframe>
+<iframe src="$origin/console/events"></iframe><iframe src="$origin/console/events"></iframe>
+<script>
+document.getElementById("reject").submit();
+fetch("$origin/v1/nodes/$web8/reject", {method: "POST", mode: "no-cors", credentials: "include", body: "{}"})
+  .then(() => "answered (opaque)", e => "refused: " + e)
+  .then(r => { document.getElementById("said").textContent = "fetch " + r; setTimeout(() => { document.title = "done"; }, 1500); });
+</script>
+EVIL
+python3 -m http.server --bind 127.0.0.1 "$evil_port" --directory evil >evil.log 2>&1 &
+evil_pid=$!
+until python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:$evil_port/')" 2>/dev/null; do sleep 0.1; done
+mkfifo hold
+"$OLDPWD/$venv/bin/python" -u "$OLDPWD/scripts/console-cross-site.py" "$devtools" "http://127.0.0.1:$evil_port/" "$shots" \
+  <hold >cross-site.log 2>&1 &
+cross_pid=$!
+exec 9>hold
+until grep -q 'the page says' cross-site.log; do
+  kill -0 "$cross_pid" 2>/dev/null || { cat cross-site.log; exit 1; }
+  sleep 0.2
+done
+sed 's/^/console-check: /' cross-site.log
+# While the page and its frames are open: the credential's two stream slots are free.
+stream() {
+  curl -sS -o /dev/null -w '%{http_code}' --max-time 2 --cacert fleet/root.crt --cert alice.crt --key alice.key \
+    --resolve "controller.fleet.janus:$admin_port:127.0.0.1" "$origin/v1/events" || true
+}
+first=$(stream) && second=$(stream)
+exec 9>&-
+wait "$cross_pid" || true
+kill "$evil_pid" 2>/dev/null || true
+wait "$evil_pid" 2>/dev/null || true
+evil_pid=
+[ "$first $second" = "200 200" ] ||
+  { echo "console-check: another site's frames held the credential's event streams: $first $second"; exit 1; }
+web8_state=$("$bin" nodes list --state state --json | python3 -c 'import json,sys; print([n["state"] for n in map(json.loads, sys.stdin) if n["name"] == "web-8"][0])')
+[ "$web8_state" = pending ] || { echo "console-check: another site's page changed web-8: $web8_state"; exit 1; }
+echo "console-check: another site's form, fetch and frames did nothing: web-8 pending, both stream slots free"
+
 # The port served the pages; without the credential the handshake is refused.
 without=$(browser home-without --dump-dom "$origin/console/" 2>without.log || true)
 if grep -q 'Pending nodes' <<<"$without"; then

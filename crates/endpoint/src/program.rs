@@ -73,13 +73,24 @@ impl Ran {
 /// server, so shutdown kills every program it started.
 #[derive(Default)]
 pub struct Programs {
-    groups: Mutex<HashSet<i32>>,
+    groups: Mutex<Groups>,
+}
+
+/// The groups running, and whether the server stopped (then a program
+/// started after is killed as it registers: none outlives the server).
+#[derive(Default)]
+struct Groups {
+    running: HashSet<i32>,
+    stopped: bool,
 }
 
 impl Programs {
-    /// Kills every process group still running (at shutdown).
+    /// Kills every process group still running (at shutdown), and every
+    /// one started from now on.
     pub fn stop(&self) {
-        for group in self.groups.lock().unwrap_or_else(|e| e.into_inner()).drain() {
+        let mut groups = self.groups.lock().unwrap_or_else(|e| e.into_inner());
+        groups.stopped = true;
+        for group in groups.running.drain() {
             kill_group(group);
         }
     }
@@ -98,7 +109,7 @@ impl Programs {
 async fn run(
     command: &std::path::Path,
     timeout: Duration,
-    groups: &Mutex<HashSet<i32>>,
+    groups: &Mutex<Groups>,
     input: &serde_json::Value,
 ) -> Ran {
     let failed = |code| Ran { code: Err(code), stdout: Vec::new(), stderr: Vec::new() };
@@ -118,7 +129,15 @@ async fn run(
     let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok()) else {
         return failed(CommandFailed::Wait(std::io::Error::other("no pid")));
     };
-    groups.lock().unwrap_or_else(|e| e.into_inner()).insert(pid);
+    {
+        let mut groups = groups.lock().unwrap_or_else(|e| e.into_inner());
+        if groups.stopped {
+            // Started as the server stopped (a queued run): not left behind.
+            kill_group(pid);
+        } else {
+            groups.running.insert(pid);
+        }
+    }
     let stdout = tokio::spawn(kept(child.stdout.take().expect("stdout was piped")));
     let stderr = tokio::spawn(kept(child.stderr.take().expect("stderr was piped")));
     let mut stdin = child.stdin.take().expect("stdin was piped");
@@ -138,7 +157,7 @@ async fn run(
     };
     let timed_out = tokio::time::timeout(timeout, run).await.is_err();
     kill_group(pid);
-    groups.lock().unwrap_or_else(|e| e.into_inner()).remove(&pid);
+    groups.lock().unwrap_or_else(|e| e.into_inner()).running.remove(&pid);
     // Reaped before the slot is given back: never more alive than slots.
     let code = match tokio::time::timeout(REAP_WAIT, child.wait()).await {
         Err(_) => Err(CommandFailed::Wait(std::io::Error::other("not reaped in time after SIGKILL"))),

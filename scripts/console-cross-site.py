@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Plays another site's page in the admin's browser (headless Chromium,
+the credential picked without a prompt), over the DevTools protocol:
+the page posts a cross-site form to the API's reject route, sends a
+no-cors fetch to it, and frames the API's and the console's event streams
+twice each. Called by scripts/console-check.sh, which checks afterwards
+that nothing was rejected and that the credential's stream slots are free.
+
+    console-cross-site.py DEVTOOLS_PORT EVIL_PAGE_URL SHOTS_DIR
+
+Prints what the page saw once it is done; keeps the page (and its
+frames) open until stdin closes, so the caller can look meanwhile.
+"""
+import base64
+import itertools
+import json
+import sys
+import time
+import urllib.request
+
+import websocket
+
+port, url, shots = sys.argv[1], sys.argv[2], sys.argv[3]
+ids = itertools.count(1)
+targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
+page = next(t for t in targets if t["type"] == "page")
+ws = websocket.create_connection(page["webSocketDebuggerUrl"], suppress_origin=True, timeout=30)
+
+
+def call(method, **params):
+    n = next(ids)
+    ws.send(json.dumps({"id": n, "method": method, "params": params}))
+    while True:
+        message = json.loads(ws.recv())
+        if message.get("id") == n:
+            if "error" in message:
+                raise RuntimeError(f"{method}: {message['error']}")
+            return message.get("result", {})
+
+
+def js(expression):
+    result = call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
+    return result.get("result", {}).get("value")
+
+
+call("Page.enable")
+call("Emulation.setDeviceMetricsOverride", width=1280, height=720, deviceScaleFactor=1, mobile=False)
+call("Page.navigate", url=url)
+deadline = time.monotonic() + 30
+while time.monotonic() < deadline:
+    try:
+        if js("document.title") == "done":
+            break
+    except (RuntimeError, websocket.WebSocketException):
+        pass
+    time.sleep(0.2)
+else:
+    sys.exit("console-cross-site: the page did not finish its requests within 30 s")
+data = call("Page.captureScreenshot", format="png")["data"]
+with open(f"{shots}/4-another-site.png", "wb") as out:
+    out.write(base64.b64decode(data))
+print(f"console-cross-site: the page says: {js('document.body.innerText')}", flush=True)
+sys.stdin.read()
