@@ -151,7 +151,18 @@ fn the_admission_command_is_bounded_in_queue_and_processes() {
     let pid = rustix::process::Pid::from_child(&server.child);
     rustix::process::kill_process(pid, rustix::process::Signal::TERM).unwrap();
     assert!(wait_for(Duration::from_secs(20), || server.child.try_wait().unwrap().is_some()), "stopped");
-    assert!(wait_for(Duration::from_secs(5), || processes_with(&marker) == 0), "none outlives the server");
+    let gone = wait_for(Duration::from_secs(5), || processes_with(&marker) == 0);
+    let ps = std::process::Command::new("ps").args(["-eo", "pid,ppid,pgid,stat,etimes,args"]).output();
+    let left: Vec<String> = ps
+        .map(|o| {
+            String::from_utf8_lossy(&o.stdout)
+                .lines()
+                .filter(|l| l.contains(&marker))
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    assert!(gone, "none outlives the server: {left:?}\n{}", server.log());
     // One group at a time, killed whole at its timeout: never more than
     // the command and its child, however many timeouts pass.
     let server = with_admission_command(&fx, &script, "400ms", free_port());
