@@ -114,8 +114,8 @@ async fn a_person_sees_a_pending_node_escaped_and_approves_it_only_with_its_fing
     );
     let hash = ca_hash(&ca);
     assert!(
-        page.text().contains(&format!("{} {}", &hash[..4], &hash[4..8])),
-        "the fingerprint in groups of four"
+        page.text().contains(&format!("<span>{}</span><span>{}</span>", &hash[..4], &hash[4..8])),
+        "the fingerprint as one run, its groups of four spacing only"
     );
 
     let node_page = browser.get(&format!("/console/nodes/{id}")).await.text();
@@ -172,13 +172,17 @@ async fn every_console_form_refuses_a_request_without_its_csrf_token() {
         .filter(|(method, _, _)| method == axum::http::Method::POST)
         .map(|(_, path, _)| path.replace("{id}", &id).replace("{prefix}", &prefix))
         .collect();
-    assert_eq!(posts.len(), 4, "approve, reject, mint, revoke");
+    assert_eq!(posts.len(), 5, "approve, reject, forget, mint, revoke");
     let origin = format!("https://{admin}");
     let cookie = format!("janus_console={}", browser.cookie.clone().unwrap());
     let other_cookie = format!("janus_console={}", "ab".repeat(16));
     let fields = |csrf: Option<&str>| {
-        let mut f =
-            vec![("expect_ca_sha256", "00".repeat(32)), ("once", once.clone()), ("count", "1".into())];
+        let mut f = vec![
+            ("expect_ca_sha256", "00".repeat(32)),
+            ("once", once.clone()),
+            ("count", "1".into()),
+            ("confirmed", "yes".into()),
+        ];
         if let Some(csrf) = csrf {
             f.push(("csrf", csrf.to_string()));
         }
@@ -421,5 +425,83 @@ async fn a_flood_cannot_hide_a_pending_node_from_a_search_by_its_fingerprint() {
             assert!(!text.contains("Showing the newest"), "{path} {typed}: one row, nothing hidden");
         }
     }
+    server.stop().await;
+}
+
+/// Issue 55: reject and revoke take a second step that says what will
+/// happen and to what; a rejected node's page offers the undo (forget);
+/// a mistyped fingerprint is shown beside the node's, the digits that
+/// differ marked; a page says which scope an action it does not offer needs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_one_click_mistakes_and_an_undo_for_a_rejection() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let nodes = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("web-9").unwrap();
+    announce(&nodes, "web-9", &ca, "").await;
+    let id = pending_id(&fx, admin, &admin_ca, "web-9").await;
+    let mut browser = Browser::new(&fx, admin, &credential(&admin_ca, "alice", &Scope::ALL));
+    let page = browser.get(&format!("/console/nodes/{id}")).await.text();
+    let reject = format!("/console/nodes/{id}/reject");
+    assert!(page.contains(&format!("method=\"get\" action=\"{reject}\"")), "a link to a second step: {page}");
+    let csrf = field(&page, "csrf");
+    // The old one-click post (no confirmation): answered with the second step, nothing done.
+    let asked = browser.post(&reject, &[("csrf", &csrf)]).await;
+    assert_eq!(asked.status, 200);
+    let hash = ca_hash(&ca);
+    for said in ["Reject web-9?", id.as_str(), hash.as_str(), "rejected at once", "name=\"confirmed\""] {
+        assert!(asked.text().contains(said), "{said}: {}", asked.text());
+    }
+    assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "pending");
+    let second = browser.get(&reject).await;
+    assert_eq!(second.status, 200);
+    assert!(second.text().contains("Reject web-9?"));
+    // A mistyped fingerprint: both shown, the differing digit marked.
+    let mistyped = format!("{}{}", &hash[..63], if hash.ends_with('0') { "1" } else { "0" });
+    let refused = browser
+        .post(&format!("/console/nodes/{id}/approve"), &[("csrf", &csrf), ("expect_ca_sha256", &mistyped)])
+        .await;
+    assert_eq!(refused.status, 422);
+    assert!(refused.text().contains("You typed") && refused.text().contains("<mark>"), "{}", refused.text());
+    // Confirmed: rejected; its page offers the undo.
+    let done = browser.post(&reject, &[("csrf", &csrf), ("confirmed", "yes")]).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert_eq!(state_of(&fx, admin, &admin_ca, &id).await, "rejected");
+    assert!(fx.state().join("rejected-cas").join(&hash).exists());
+    let page = browser.get(&format!("/console/nodes/{id}")).await.text();
+    let forget = format!("/console/nodes/{id}/forget");
+    assert!(page.contains("Undo the rejection") && page.contains(&forget), "{page}");
+    let asked = browser.post(&forget, &[("csrf", &csrf)]).await;
+    assert!(asked.text().contains("Forget web-9?"), "a second step: {}", asked.text());
+    assert!(fx.state().join("rejected-cas").join(&hash).exists(), "nothing done yet");
+    let done = browser.post(&forget, &[("csrf", &csrf), ("confirmed", "yes")]).await;
+    assert_eq!(done.status, 200, "{}", done.text());
+    assert!(done.text().contains("lifted"), "{}", done.text());
+    assert!(!fx.state().join("rejected-cas").join(&hash).exists(), "the CA's rejection lifted");
+    // Revoke: a second step too.
+    let token = add_token(&fx.state(), &[]);
+    let prefix = janus_registration::store::audit::token_fingerprint(&token);
+    let tokens = browser.get("/console/tokens").await.text();
+    let revoke = format!("/console/tokens/{prefix}/revoke");
+    assert!(tokens.contains(&format!("method=\"get\" action=\"{revoke}\"")), "{tokens}");
+    let asked = browser.post(&revoke, &[("csrf", &csrf)]).await;
+    assert!(
+        asked.text().contains("Revoke this token?") && asked.text().contains(&prefix),
+        "{}",
+        asked.text()
+    );
+    assert!(fx.tokens().contains(&token), "not revoked by one click");
+    let done = browser.post(&revoke, &[("csrf", &csrf), ("confirmed", "yes")]).await;
+    assert!(done.text().contains("revoked the token"), "{}", done.text());
+    // What a credential without a scope is told.
+    announce(&nodes, "web-10", &certs::mint_node_ca("web-10").unwrap(), "").await;
+    let other = pending_id(&fx, admin, &admin_ca, "web-10").await;
+    let mut reader = Browser::new(&fx, admin, &credential(&admin_ca, "bob", &[Scope::Read]));
+    let page = reader.get(&format!("/console/nodes/{other}")).await.text();
+    assert!(page.contains("Approving needs a credential with the <code>approve</code> scope"), "{page}");
+    assert!(page.contains("Rejecting needs a credential with the <code>reject</code> scope"), "{page}");
+    let tokens = reader.get("/console/tokens").await.text();
+    assert!(tokens.contains("need a credential with the <code>tokens</code> scope"), "{tokens}");
     server.stop().await;
 }

@@ -120,9 +120,13 @@ fn build() -> Routes {
         .page("/console/nodes", read, nodes_page)
         .page("/console/nodes/{id}", read, node_page)
         .form("/console/nodes/{id}/approve", Needs::Scope(Scope::Approve), approve)
+        .page("/console/nodes/{id}/reject", Needs::Scope(Scope::Reject), reject_confirm)
         .form("/console/nodes/{id}/reject", Needs::Scope(Scope::Reject), reject)
+        .page("/console/nodes/{id}/forget", Needs::Scope(Scope::Reject), forget_confirm)
+        .form("/console/nodes/{id}/forget", Needs::Scope(Scope::Reject), forget)
         .page("/console/tokens", read, tokens_page)
         .form("/console/tokens", Needs::Scope(Scope::Tokens), mint)
+        .page("/console/tokens/{prefix}/revoke", Needs::Scope(Scope::Tokens), revoke_confirm)
         .form("/console/tokens/{prefix}/revoke", Needs::Scope(Scope::Tokens), revoke)
         .page("/console/events", read, serve::events)
         .page("/console/assets/{file}", Needs::Credential, serve::asset)
@@ -344,9 +348,9 @@ async fn node_and_history(
 
 async fn node_page(asked: Asked, Path(id): Path<String>) -> Response {
     match node_and_history(&asked, id).await {
-        Ok((node, history)) => {
-            page(StatusCode::OK, asked.cookie.clone(), || pages::node(&asked.frame(), &node, &history, None))
-        }
+        Ok((node, history)) => page(StatusCode::OK, asked.cookie.clone(), || {
+            pages::node(&asked.frame(), &node, &history, None, None)
+        }),
         Err(e) => failed(e),
     }
 }
@@ -358,6 +362,18 @@ async fn after_decision(
     id: String,
     decided: Result<crate::Decision, AdminApiError>,
 ) -> Response {
+    after_decision_typed(asked, id, decided, None).await
+}
+
+/// [`after_decision`], with the fingerprint the person typed: a mismatch
+/// shows both, the digits that differ marked.
+async fn after_decision_typed(
+    asked: Asked,
+    id: String,
+    decided: Result<crate::Decision, AdminApiError>,
+    typed: Option<String>,
+) -> Response {
+    let mismatched = matches!(decided, Err(AdminApiError::CheckFailed(_)));
     let (status, said, id) = match decided {
         Ok(decision) => {
             let id = decision.ids.first().cloned().unwrap_or(id);
@@ -372,7 +388,8 @@ async fn after_decision(
                 Ok(done) => Said::Done(done),
                 Err(why) => Said::Refused(why),
             };
-            pages::node(&asked.frame(), &node, &history, Some(said))
+            let typed = typed.as_deref().filter(|_| mismatched);
+            pages::node(&asked.frame(), &node, &history, Some(said), typed)
         }),
         Err(e) => failed(e),
     }
@@ -385,6 +402,7 @@ async fn approve(asked: Asked, Extension(fields): Extension<Fields>, Path(id): P
         ));
         return after_decision(asked, id, refused).await;
     };
+    let typed = crate::normalize_fingerprint(&expected).ok();
     let args = ApproveArgs {
         id: Some(id.clone()),
         expect_ca_sha256: Some(expected),
@@ -395,13 +413,102 @@ async fn approve(asked: Asked, Extension(fields): Extension<Fields>, Path(id): P
         expected_from: Some("the fingerprint you typed"),
     };
     let decided = on_store(&asked.api, &asked.caller, move |store| crate::approve(store, &args)).await;
-    after_decision(asked, id, decided).await
+    after_decision_typed(asked, id, decided, typed).await
 }
 
-async fn reject(asked: Asked, Path(id): Path<String>) -> Response {
+/// What rejecting does, as the confirmation says it.
+const REJECT_SAYS: [&str; 2] = [
+    "Rejects this node and its CA: its polls are answered 404 from now on, and its later announcements (new \
+     ids, same CA) are rejected at once.",
+    "It does not take back the fleet's trust from a node that was admitted (it may hold it already: rotate \
+     the fleet's issuing CA to revoke it). Undo it on the node's page afterwards (Forget), with the reject scope.",
+];
+
+/// The node `id` names, for a confirmation page.
+async fn node_named(asked: &Asked, id: String) -> Result<crate::NodeDetail, AdminApiError> {
+    on_store(&asked.api, &asked.caller, move |store| crate::show_node(store, &id)).await
+}
+
+fn about_node(node: &crate::NodeDetail) -> Vec<(&'static str, String)> {
+    let v = &node.view;
+    vec![("Name", v.name.clone()), ("Id", v.id.clone()), ("CA SHA-256", v.ca_sha256.clone())]
+}
+
+/// `GET /console/nodes/{id}/reject`: what rejecting it does, then the form.
+async fn reject_confirm(asked: Asked, Path(id): Path<String>) -> Response {
+    let node = match node_named(&asked, id).await {
+        Ok(node) => node,
+        Err(e) => return failed(e),
+    };
+    let v = &node.view;
+    let asking = pages::Confirm {
+        title: format!("Reject {}?", janus_core::terminal::escape(&v.name)),
+        what: REJECT_SAYS.iter().map(|s| s.to_string()).collect(),
+        about: about_node(&node),
+        action: format!("/console/nodes/{}/reject", v.id),
+        button: "Reject",
+        back: format!("/console/nodes/{}", v.id),
+        danger: true,
+    };
+    page(StatusCode::OK, asked.cookie.clone(), || pages::confirm(&asked.frame(), &asking))
+}
+
+async fn reject(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Path<String>) -> Response {
+    if fields.get("confirmed") != Some("yes") {
+        return reject_confirm(asked, Path(id)).await;
+    }
     let key = id.clone();
     let decided = on_store(&asked.api, &asked.caller, move |store| crate::reject(store, &key)).await;
     after_decision(asked, id, decided).await
+}
+
+/// `GET /console/nodes/{id}/forget`: the undo of a rejection, confirmed first.
+async fn forget_confirm(asked: Asked, Path(id): Path<String>) -> Response {
+    let node = match node_named(&asked, id).await {
+        Ok(node) => node,
+        Err(e) => return failed(e),
+    };
+    let v = &node.view;
+    let asking = pages::Confirm {
+        title: format!("Forget {}?", janus_core::terminal::escape(&v.name)),
+        what: vec![
+            "Forgets this record and lifts the rejection of its CA: the node (or another with the same CA) may \
+             announce again, and waits for an admin as any other."
+                .into(),
+        ],
+        about: about_node(&node),
+        action: format!("/console/nodes/{}/forget", v.id),
+        button: "Forget and lift the rejection",
+        back: format!("/console/nodes/{}", v.id),
+        danger: false,
+    };
+    page(StatusCode::OK, asked.cookie.clone(), || pages::confirm(&asked.frame(), &asking))
+}
+
+async fn forget(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Path<String>) -> Response {
+    if fields.get("confirmed") != Some("yes") {
+        return forget_confirm(asked, Path(id)).await;
+    }
+    let key = id.clone();
+    // Only a rejected record is forgotten here: the undo of a rejection.
+    let forgot = on_store(&asked.api, &asked.caller, move |store| {
+        let shown = crate::show_node(store, &key)?;
+        if shown.view.state != janus_store::NodeState::Rejected {
+            return Err(crate::AdminError::Refused(format!(
+                "{} is not rejected: the console forgets only a rejected record (the undo of a rejection)",
+                shown.view.id
+            )));
+        }
+        crate::forget(store, &key)
+    })
+    .await;
+    match forgot {
+        Ok(decision) => page(StatusCode::OK, asked.cookie.clone(), || {
+            pages::done(&asked.frame(), "Forgotten", &decision.said)
+        }),
+        Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => failed(e),
+        Err(e) => after_decision(asked, id, Err(e)).await,
+    }
 }
 
 async fn tokens_page(asked: Asked) -> Response {
@@ -480,7 +587,32 @@ async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
     after_tokens(asked, minted).await
 }
 
-async fn revoke(asked: Asked, Path(prefix): Path<String>) -> Response {
+/// `GET /console/tokens/{prefix}/revoke`: what revoking it does, then the form.
+async fn revoke_confirm(asked: Asked, Path(prefix): Path<String>) -> Response {
+    let key = match crate::api::routes::token_prefix(&prefix) {
+        Ok(key) => key,
+        Err(why) => return failed(why),
+    };
+    let asking = pages::Confirm {
+        title: "Revoke this token?".into(),
+        what: vec![
+            "Revokes the token for good: it admits no node again, whatever the tokens file lists. Nodes it \
+             admitted stay admitted. This cannot be undone: mint a new token instead."
+                .into(),
+        ],
+        about: vec![("Token SHA-256 prefix", key.clone())],
+        action: format!("/console/tokens/{key}/revoke"),
+        button: "Revoke",
+        back: "/console/tokens".into(),
+        danger: true,
+    };
+    page(StatusCode::OK, asked.cookie.clone(), || pages::confirm(&asked.frame(), &asking))
+}
+
+async fn revoke(asked: Asked, Extension(fields): Extension<Fields>, Path(prefix): Path<String>) -> Response {
+    if fields.get("confirmed") != Some("yes") {
+        return revoke_confirm(asked, Path(prefix)).await;
+    }
     let key = match crate::api::routes::token_prefix(&prefix) {
         Ok(key) => key,
         Err(why) => {

@@ -80,10 +80,11 @@ pub fn layout(frame: &Frame<'_>, title: &str, said: Option<Said<'_>>, body: Mark
     }
 }
 
-/// A SHA-256 in groups of four hex digits, as a person compares it.
+/// A SHA-256 as the node's console prints it, one run of hex digits: its
+/// groups of four are spacing only (the stylesheet's), so a copy is the run.
 pub fn fingerprint(hex: &str) -> Markup {
     let groups: Vec<&str> = hex.as_bytes().chunks(4).map(|c| std::str::from_utf8(c).unwrap_or("?")).collect();
-    html! { code .fingerprint { (Shown(&groups.join(" "))) } }
+    html! { code .fingerprint title=(Shown(hex)) { @for group in groups { span { (Shown(group)) } } } }
 }
 
 fn age(at: Option<&str>) -> String {
@@ -241,9 +242,11 @@ pub fn node(
     node: &NodeDetail,
     history: &[serde_json::Value],
     said: Option<Said<'_>>,
+    typed: Option<&str>,
 ) -> Markup {
     let v = &node.view;
     let body = html! {
+        @if let Some(typed) = typed { (mismatch(&v.ca_sha256, typed)) }
         dl .node {
             dt { "Name" } dd { (Shown(&v.name)) }
             dt { "Id" } dd { code { (v.id) } }
@@ -272,6 +275,7 @@ fn decisions(frame: &Frame<'_>, node: &NodeDetail) -> Markup {
     let v = &node.view;
     let may_approve = frame.caller.may(Scope::Approve) && v.state != NodeState::Admitted;
     let may_reject = frame.caller.may(Scope::Reject) && v.state != NodeState::Rejected;
+    let may_forget = frame.caller.may(Scope::Reject) && v.state == NodeState::Rejected;
     html! {
         @if may_approve {
             form .decide method="post" action={ "/console/nodes/" (v.id) "/approve" } {
@@ -282,17 +286,83 @@ fn decisions(frame: &Frame<'_>, node: &NodeDetail) -> Markup {
                 label { "CA SHA-256 " input name="expect_ca_sha256" required autocomplete="off" spellcheck="false" size="72"; }
                 button { "Approve" }
             }
+        } @else if v.state != NodeState::Admitted {
+            p .hint { "Approving needs a credential with the " code { "approve" } " scope." }
         }
         @if may_reject {
-            form .decide method="post" action={ "/console/nodes/" (v.id) "/reject" } {
+            // A page that says what rejecting does first: never one click.
+            form .decide method="get" action={ "/console/nodes/" (v.id) "/reject" } {
                 h2 { "Reject" }
-                p { "Rejects this node and its CA: its polls are answered 404 from now on, and its later "
-                    "announcements (new ids, same CA) are rejected at once. It does not take back the fleet's trust "
-                    "from a node that was admitted (it may hold it already: rotate the fleet's issuing CA to revoke "
-                    "it). Only an admin lifts it: " code { "nodes forget" } " of this record." }
-                input type="hidden" name=(super::csrf::FIELD) value=(frame.csrf);
-                button .danger { "Reject" }
+                button .danger { "Reject…" }
             }
+        } @else if v.state != NodeState::Rejected {
+            p .hint { "Rejecting needs a credential with the " code { "reject" } " scope." }
+        }
+        @if may_forget {
+            form .decide method="get" action={ "/console/nodes/" (v.id) "/forget" } {
+                h2 { "Undo the rejection" }
+                p { "Forgets this record and lifts the rejection of its CA: the node may announce again." }
+                button { "Forget…" }
+            }
+        } @else if v.state == NodeState::Rejected {
+            p .hint { "Undoing a rejection needs a credential with the " code { "reject" } " scope." }
+        }
+    }
+}
+
+/// What a confirmation page asks: the action, its words, and where it posts.
+pub struct Confirm {
+    /// The page's title ("Reject web-3?").
+    pub title: String,
+    /// What will happen, and what it cannot undo.
+    pub what: Vec<String>,
+    /// The values it acts on, shown whole (name, id, fingerprint, token).
+    pub about: Vec<(&'static str, String)>,
+    /// Where the form posts.
+    pub action: String,
+    /// The button's words.
+    pub button: &'static str,
+    /// Where "Cancel" leads.
+    pub back: String,
+    /// Whether the action is one to be careful with (red).
+    pub danger: bool,
+}
+
+/// A second step before an action that is not undone by a click: says
+/// what will happen and to what, and posts only from its own form.
+pub fn confirm(frame: &Frame<'_>, asked: &Confirm) -> Markup {
+    let body = html! {
+        dl .node {
+            @for (name, value) in &asked.about { dt { (name) } dd { code .whole { (Shown(value)) } } }
+        }
+        @for line in &asked.what { p { (Shown(line)) } }
+        form .decide method="post" action=(asked.action) {
+            input type="hidden" name=(super::csrf::FIELD) value=(frame.csrf);
+            input type="hidden" name="confirmed" value="yes";
+            @if asked.danger { button .danger { (asked.button) } } @else { button { (asked.button) } }
+            " " a href=(asked.back) { "Cancel" }
+        }
+    };
+    layout(frame, &asked.title, None, body)
+}
+
+/// A fingerprint that did not match, as the node's and as typed, each
+/// digit that differs marked.
+pub fn mismatch(node: &str, typed: &str) -> Markup {
+    let marked = |this: &str, other: &str| -> Markup {
+        let other: Vec<char> = other.chars().collect();
+        html! {
+            code .whole {
+                @for (i, c) in this.chars().enumerate() {
+                    @if other.get(i) == Some(&c) { (c) } @else { mark { (c) } }
+                }
+            }
+        }
+    };
+    html! {
+        dl .node .mismatch {
+            dt { "The node's CA" } dd { (marked(node, typed)) }
+            dt { "You typed" } dd { (marked(typed, node)) }
         }
     }
 }
@@ -347,15 +417,17 @@ pub fn tokens(frame: &Frame<'_>, list: &TokenList, minted: &[AddedToken], said: 
                         td { (Shown(t.description.as_deref().unwrap_or(""))) }
                         td { (Shown(&t.added_by)) }
                         @if may {
-                            td { form method="post" action={ "/console/tokens/" (Shown(&t.sha256_prefix)) "/revoke" } {
-                                input type="hidden" name=(super::csrf::FIELD) value=(frame.csrf);
-                                button .danger { "Revoke" } } }
+                            // A page that says what revoking does first: never one click.
+                            td { form method="get" action={ "/console/tokens/" (Shown(&t.sha256_prefix)) "/revoke" } {
+                                button .danger { "Revoke…" } } }
                         }
                     }
                 }
             }
         }
-        @if may { (mint_form(frame)) }
+        @if may { (mint_form(frame)) } @else {
+            p .hint { "Minting and revoking tokens need a credential with the " code { "tokens" } " scope." }
+        }
     };
     layout(frame, "Tokens", said, body)
 }
@@ -379,12 +451,27 @@ fn mint_form(frame: &Frame<'_>) -> Markup {
 
 /// A page that could not be made: the status's words, and what to do.
 pub fn failure(title: &str, said: &str) -> Markup {
+    page_alone(title, html! { p .said.refused role="alert" { (Shown(said)) } })
+}
+
+/// What an action that leaves no page of its own did (a forgotten node).
+pub fn done(frame: &Frame<'_>, title: &str, said: &str) -> Markup {
+    layout(
+        frame,
+        title,
+        Some(Said::Done(said)),
+        html! { p { a href="/console/" { "Back to the pending nodes" } } },
+    )
+}
+
+/// A page with no frame (no credential to show): a title and `body`.
+fn page_alone(title: &str, body: Markup) -> Markup {
     html! {
         (DOCTYPE)
         html lang="en" {
             head { meta charset="utf-8"; title { (title) " · janus-registration" }
                 link rel="stylesheet" href="/console/assets/console.css"; }
-            body { main { h1 { (title) } p .said.refused role="alert" { (Shown(said)) }
+            body { main { h1 { (title) } (body)
                 p { a href="/console/" { "Back to the console" } } } }
         }
     }
@@ -420,7 +507,8 @@ mod tests {
         let caller =
             Caller { name: "alice".into(), scopes: vec![Scope::Read], certificate_sha256: String::new() };
         let page = nodes(&Frame { caller: &caller, csrf: "t" }, &list, &Filter::default()).into_string();
-        assert!(page.contains(&format!("Showing {ROWS_AT_MOST} of {}", ROWS_AT_MOST + 1)));
+        assert!(page.contains(&format!("Showing the newest {ROWS_AT_MOST} of {}", ROWS_AT_MOST + 1)));
+        assert!(page.contains("1 not shown"));
         assert_eq!(page.matches("<tr data-id=").count(), ROWS_AT_MOST);
     }
 
