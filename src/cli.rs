@@ -49,7 +49,11 @@ use crate::{admin, certs};
 #[command(
     name = "janus-registration",
     version,
-    about = "The registration endpoint Janus nodes announce themselves to"
+    about = "The registration endpoint Janus nodes announce themselves to",
+    after_help = "Admins act on a state directory (nodes, tokens), or remotely through the admin API and \
+its browser console (serve --admin-listen ADDR --admin-ca FILE) with an admin credential: certs admin-ca, \
+then certs admin --ca DIR --name NAME --scope read|approve|reject|tokens --out PREFIX [--p12] \
+(docs/orchestrating.md, docs/operating.md)."
 )]
 pub struct Cli {
     #[command(subcommand)]
@@ -93,10 +97,10 @@ pub enum Command {
         after_help = "Example:\n  janus-registration serve --fleet fleet/ --cert controller.crt --key controller.key --state state/"
     )]
     Serve(Box<ServeArgs>),
-    /// Mint a fleet, the endpoint's certificate, or a node CA.
+    /// Mint a fleet, the endpoint's certificate, a node CA, or admin credentials (admin API and console).
     #[command(
         subcommand,
-        after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'\n  janus-registration certs controller --fleet fleet/ --out controller --san 10.0.2.2"
+        after_help = "Example:\n  janus-registration certs fleet --out fleet/ --name 'Example fleet'\n  janus-registration certs controller --fleet fleet/ --out controller --san 10.0.2.2\n  janus-registration certs admin-ca --out admin-ca\n  janus-registration certs admin --ca admin-ca --name alice --scope read --scope approve --out alice --p12"
     )]
     Certs(certs::CertsCommand),
     /// Run the endpoint on a development fleet, minted once under certs/, with a fresh example state.

@@ -41,6 +41,13 @@ fn agent_from_user_data_exits_pending_then_admitted() {
     assert!(node.join("registered").exists());
     // The user-data does not provision a second time: the dropped token stays dropped.
     assert!(!node.join("token").exists());
+    // Run again (the demo's commands, a second time through): it says why
+    // it does nothing, and how to start over (issue 55).
+    let announced = records(&fx.state()).len();
+    let (code, stdout, _) = agent();
+    assert_eq!(code, Some(0), "{stdout}");
+    assert!(stdout.contains("is registered already") && stdout.contains("another --dir"), "{stdout}");
+    assert_eq!(records(&fx.state()).len(), announced, "nothing announced");
 
     let bad = fx.dir.path().join("bad.json");
     std::fs::write(&bad, r#"{"registration_token":"t"}"#).unwrap();

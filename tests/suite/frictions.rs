@@ -390,3 +390,30 @@ async fn an_admin_named_with_as_is_who_the_audit_trail_credits() {
     assert!(!ok);
     assert!(err.contains("--as must be 1 to 64 letters, digits, '.', '_', '-' or '@'"), "{err}");
 }
+
+/// Issue 55: `tokens list` shows each token's labels (its JSON always did).
+#[test]
+fn tokens_list_shows_labels() {
+    let fx = Fixture::new();
+    fx.write_tokens("");
+    for sub in ["nodes", "approved"] {
+        std::fs::create_dir_all(fx.state().join(sub)).unwrap();
+    }
+    add_token(&fx.state(), &["--label", "pool=gpu", "--label", "zone=b"]);
+    add_token(&fx.state(), &[]);
+    let (ok, listed, err) = admin(&fx.state(), &["tokens", "list"]);
+    assert!(ok, "{err}");
+    assert!(listed.lines().next().unwrap().contains("LABELS"), "{listed}");
+    assert!(listed.contains("pool=gpu,zone=b"), "{listed}");
+}
+
+/// Issue 55: `--help` tells an admin how to get a credential for the admin
+/// API and the console.
+#[test]
+fn help_mentions_admin_credentials() {
+    for args in [&["--help"][..], &["certs", "--help"][..]] {
+        let (ok, out, err) = cli(args);
+        assert!(ok, "{err}");
+        assert!(out.contains("certs admin-ca") && out.contains("certs admin --ca"), "{args:?}: {out}");
+    }
+}

@@ -175,8 +175,8 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                 return Ok(list.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
             }
             let mut out = format!(
-                "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  DESCRIPTION\n",
-                "TOKEN", "SHA-256", "EXPIRES", "USES LEFT", "ADDED BY"
+                "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {:<20}  DESCRIPTION\n",
+                "TOKEN", "SHA-256", "EXPIRES", "USES LEFT", "ADDED BY", "LABELS"
             );
             for t in &list {
                 let (expires, uses_left) = match (&t.expires_at, t.metadata_unreadable) {
@@ -184,14 +184,17 @@ pub fn tokens(state: &Path, command: &TokensCommand) -> Result<String> {
                     (Some(at), false) => (at.clone(), t.uses_left.to_string()),
                     (None, false) => ("never".to_string(), t.uses_left.to_string()),
                 };
+                let labels: Vec<String> =
+                    t.labels.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect();
                 let _ = writeln!(
                     out,
-                    "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {}{}",
+                    "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {:<20}  {}{}",
                     escape(&t.shown),
                     t.sha256_prefix,
                     expires,
                     uses_left,
                     if t.added_by.is_empty() { "-".into() } else { escape(&t.added_by) },
+                    if labels.is_empty() { "-".into() } else { labels.join(",") },
                     escape(t.description.as_deref().unwrap_or("-")),
                     if t.weak { "  WEAK" } else { "" }
                 );

@@ -480,6 +480,17 @@ pub async fn run_command(args: &AgentCommand) -> Result<u8, AgentError> {
     if !node.is_registered() && node.provisioning()?.is_none() {
         return Err(AgentError::NotProvisioned(args.dir.clone()));
     }
+    if node.is_registered() {
+        // As janusd: a registered node never announces again. Said, so a
+        // person rehearsing twice knows why nothing happened.
+        config.console.say(&format!(
+            "selfregister: {dir} is registered already ({mark}): nothing to announce. To register again \
+             as a new node, give another --dir (or remove {dir})",
+            dir = args.dir.display(),
+            mark = node.path("registered").display()
+        ));
+        return Ok(EXIT_ADMITTED);
+    }
     let agent = Agent::new(config)?;
     if args.once {
         let step = agent.step().await;
