@@ -472,6 +472,9 @@ async fn no_one_click_mistakes_and_an_undo_for_a_rejection() {
     let page = browser.get(&format!("/console/nodes/{id}")).await.text();
     let forget = format!("/console/nodes/{id}/forget");
     assert!(page.contains("Undo the rejection") && page.contains(&forget), "{page}");
+    // History in words (who, from where), the JSON a click away.
+    assert!(page.contains("announced from 127.0.0.1:"), "{page}");
+    assert!(page.contains("<summary>JSON</summary>"), "{page}");
     let asked = browser.post(&forget, &[("csrf", &csrf)]).await;
     assert!(asked.text().contains("Forget web-9?"), "a second step: {}", asked.text());
     assert!(fx.state().join("rejected-cas").join(&hash).exists(), "nothing done yet");

@@ -382,10 +382,32 @@ fn history_row(event: &serde_json::Value) -> Markup {
     html! {
         tr {
             td { (Shown(&text("at"))) }
-            td { (Shown(&text("event"))) }
+            td { (Shown(&event_in_words(event))) }
             td { (Shown(&by)) }
-            td { code { (Shown(&janus_core::terminal::json_text(&details))) } }
+            td { details { summary { "JSON" } code { (Shown(&janus_core::terminal::json_text(&details))) } } }
         }
+    }
+}
+
+/// An audit event as a sentence: what happened, and from where.
+fn event_in_words(event: &serde_json::Value) -> String {
+    let field = |key: &str| event[key].as_str().map(str::to_string);
+    let from = field("peer_address").map(|p| format!(" from {p}")).unwrap_or_default();
+    match event["event"].as_str().unwrap_or_default() {
+        "announced" => {
+            format!("announced{from}{}", if event["token_presented"] == true { ", with a token" } else { "" })
+        }
+        "admitted" => match field("token_sha256_prefix") {
+            Some(token) => format!("admitted by the token {token}"),
+            None => "admitted".into(),
+        },
+        "readmitted" => format!("announced again{from} with the token it spent: answered with this id"),
+        "trust_delivered" => "given the fleet's trust".into(),
+        "rejected" => "rejected".into(),
+        "forgotten" => "forgotten".into(),
+        "ca_unrejected" => "its CA's rejection lifted".into(),
+        "approval_withdrawn" => "approval withdrawn".into(),
+        other => other.replace('_', " "),
     }
 }
 
