@@ -289,6 +289,10 @@ pub struct DemoArgs {
     /// Address and port to listen on.
     #[arg(long, default_value = "127.0.0.1:8443", value_parser = parse_listen)]
     pub listen: String,
+    /// Address and port of the admin console (and the admin API), for the
+    /// demo's admin credential.
+    #[arg(long, default_value = "127.0.0.1:8444")]
+    pub admin_listen: std::net::SocketAddr,
 }
 
 #[derive(Debug, Args)]

@@ -1,8 +1,10 @@
 //! `demo`: the embedded default. One command gives a new user a running
-//! endpoint on a development fleet: the fleet and the controller certificate
-//! are minted once under `certs/`, a fresh state directory is made from the
-//! example state compiled into the binary (`state-example/`), and the exact
-//! commands to try next are printed.
+//! endpoint on a development fleet and its admin console: the fleet, the
+//! controller certificate, an admin CA and an admin credential (with its
+//! PKCS#12 for a browser) are minted once under `certs/`, a fresh state
+//! directory is made from the example state compiled into the binary
+//! (`state-example/`), and the exact commands to try next are printed,
+//! the credential's import into Chromium and Firefox among them.
 //!
 //! It never touches anything outside `certs/` and `demo-state/` of its
 //! directory, and says loudly that the fleet is for development only.
@@ -82,14 +84,16 @@ fn lock_demo(dir: &Path) -> Result<DemoLock, MintError> {
     }
 }
 
-/// Mints what is missing, lays out a fresh state, and says what to try.
-pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
+/// Mints what is missing, lays out a fresh state, and says what to try;
+/// the admin console listens on `admin_listen`.
+pub fn prepare(dir: &Path, listen: &str, admin_listen: std::net::SocketAddr) -> Result<Demo, MintError> {
     let lock = lock_demo(dir)?;
     let certs_dir = dir.join("certs");
     let fleet_dir = certs_dir.join("fleet");
     let controller = certs_dir.join("controller");
     let node_ca = certs_dir.join("demo-node-ca");
     mint_missing(&fleet_dir, &controller, &node_ca)?;
+    let admin = mint_admin_missing(&certs_dir)?;
     let node_ca_pem = certs::read_text(&certs::with_suffix(&node_ca, "crt"))?;
     let secret = crate::pki::hex(&rand::random::<[u8; 32]>());
     let announce = AnnounceRequest {
@@ -119,7 +123,8 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
     write_atomic(&user_data_path, user_data.to_string().as_bytes(), 0o644)?;
 
     let port = listen.rsplit_once(':').map_or("8443", |(_, p)| p);
-    let mut instructions = instructions(&Paths {
+    let console = console_instructions(&admin, &fleet_dir.join("root.crt"), admin_listen.port())?;
+    let mut instructions = instructions_for(&Paths {
         root: fleet_dir.join("root.crt"),
         state: state.clone(),
         announce: announce_path,
@@ -129,6 +134,8 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
         secret,
         console: certs::console_line(&node_ca_pem)?,
     });
+    instructions.push('\n');
+    instructions.push_str(&console);
     if afresh {
         instructions.insert_str(
             0,
@@ -139,19 +146,111 @@ pub fn prepare(dir: &Path, listen: &str) -> Result<Demo, MintError> {
             ),
         );
     }
-    Ok(Demo {
-        config: ServeConfig {
-            shutdown_grace: Duration::from_secs(2),
-            ..ServeConfig::new(
-                fleet_dir,
-                certs::with_suffix(&controller, "crt"),
-                certs::with_suffix(&controller, "key"),
-                state,
-            )
-        },
-        instructions,
-        lock,
-    })
+    let mut config = ServeConfig {
+        shutdown_grace: Duration::from_secs(2),
+        ..ServeConfig::new(
+            fleet_dir,
+            certs::with_suffix(&controller, "crt"),
+            certs::with_suffix(&controller, "key"),
+            state,
+        )
+    };
+    let ca = admin.ca.join("admin-ca.crt");
+    config.doors.push(crate::admin_api::AdminDoor::new(crate::admin_api::AdminApiConfig {
+        listen: admin_listen,
+        ca,
+    }));
+    Ok(Demo { config, instructions, lock })
+}
+
+/// The demo's admin CA and credential, under `certs/`.
+#[derive(Debug, Clone)]
+pub struct DemoAdmin {
+    /// `certs/demo-admin-ca/` (admin-ca.crt, admin-ca.key).
+    pub ca: PathBuf,
+    /// `certs/demo-admin`: `.crt`, `.key`, `.p12`.
+    pub credential: PathBuf,
+    /// `certs/demo-admin.p12-password`: the PKCS#12's import password.
+    pub password: PathBuf,
+}
+
+/// The demo's admin CA and a credential with every scope (and its
+/// PKCS#12), each minted only when missing.
+pub fn mint_admin_missing(certs_dir: &Path) -> Result<DemoAdmin, MintError> {
+    use crate::certs::{AdminArgs, AdminCaArgs, CertsCommand};
+    let admin = DemoAdmin {
+        ca: certs_dir.join("demo-admin-ca"),
+        credential: certs_dir.join("demo-admin"),
+        password: certs_dir.join("demo-admin.p12-password"),
+    };
+    if !Presence::of(&admin.ca.join("admin-ca.crt")).known()? {
+        certs::run(&CertsCommand::AdminCa(AdminCaArgs { out: admin.ca.clone() }))?;
+    }
+    if !Presence::of(&certs::with_suffix(&admin.credential, "p12")).known()? {
+        // A development credential: its password is kept beside it.
+        let password = crate::pki::hex(&rand::random::<[u8; 12]>());
+        write_atomic(&admin.password, format!("{password}\n").as_bytes(), 0o600)?;
+        for suffix in ["crt", "key"] {
+            let stale = certs::with_suffix(&admin.credential, suffix);
+            if Presence::of(&stale).known()? {
+                std::fs::remove_file(&stale).map_err(|e| crate::durable::with_path(e, &stale))?;
+            }
+        }
+        certs::run(&CertsCommand::Admin(AdminArgs {
+            ca: admin.ca.clone(),
+            name: "demo-admin".into(),
+            scopes: crate::admin_api::Scope::ALL.to_vec(),
+            out: admin.credential.clone(),
+            days: 365,
+            p12: true,
+            p12_password_file: Some(admin.password.clone()),
+        }))?;
+    }
+    Ok(admin)
+}
+
+/// The console's address and the commands that import the demo's
+/// credential into a fresh Chromium or Firefox profile (NSS databases,
+/// made when missing; `certutil` and `pk12util` are Debian's libnss3-tools).
+pub fn console_instructions(admin: &DemoAdmin, root: &Path, port: u16) -> Result<String, MintError> {
+    let absolute = |p: &Path| std::path::absolute(p).map_err(|e| crate::durable::with_path(e, p));
+    let (root, p12, password) = (
+        absolute(root)?,
+        absolute(&certs::with_suffix(&admin.credential, "p12"))?,
+        absolute(&admin.password)?,
+    );
+    let firefox = absolute(&admin.credential.with_file_name("firefox-profile"))?;
+    let url = format!("https://localhost:{port}/console/");
+    let import = |db: &str| {
+        format!(
+            "  certutil -A -d {db} -n 'janus DEVELOPMENT fleet' -t C,, -i {root}\n  pk12util -i {p12} -d {db} -w {password}",
+            root = root.display(),
+            p12 = p12.display(),
+            password = password.display()
+        )
+    };
+    Ok(format!(
+        "The admin console: {url} (and the admin API), for the demo's admin credential
+{p12} (every scope; its import password is in {password}).
+In a fresh profile (certutil and pk12util: Debian's libnss3-tools):
+
+Chromium on Linux (its certificate database, made when missing):
+  mkdir -p \"$HOME/.pki/nssdb\"; [ -e \"$HOME/.pki/nssdb/cert9.db\" ] || certutil -N -d \"sql:$HOME/.pki/nssdb\" --empty-password
+{chromium}
+  chromium {url}
+
+Firefox (a profile of its own for the demo):
+  mkdir -p {firefox}; [ -e {firefox}/cert9.db ] || certutil -N -d sql:{firefox} --empty-password
+{firefox_import}
+  firefox --no-remote --profile {firefox} {url}
+
+",
+        p12 = p12.display(),
+        password = password.display(),
+        chromium = import("\"sql:$HOME/.pki/nssdb\""),
+        firefox = firefox.display(),
+        firefox_import = import(&format!("sql:{}", firefox.display())),
+    ))
 }
 
 /// The demo's fleet, the endpoint's certificate and a node CA, each minted
@@ -203,7 +302,7 @@ struct Paths {
     console: String,
 }
 
-fn instructions(p: &Paths) -> String {
+fn instructions_for(p: &Paths) -> String {
     let curl = format!(
         "curl --cacert {root} --resolve controller.fleet.janus:{port}:127.0.0.1",
         root = p.root.display(),

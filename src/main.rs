@@ -48,7 +48,8 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
         Command::Serve(args) => serve(args.config()?, &args.listen, None).map(|()| ExitCode::SUCCESS),
         Command::Demo(args) => {
-            let demo::Demo { config, instructions, lock } = demo::prepare(&args.dir, &args.listen)?;
+            let demo::Demo { config, instructions, lock } =
+                demo::prepare(&args.dir, &args.listen, args.admin_listen)?;
             let served = serve(config, &args.listen, Some(instructions));
             drop(lock);
             served.map(|()| ExitCode::SUCCESS)

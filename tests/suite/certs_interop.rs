@@ -275,10 +275,12 @@ fn certs_refuses_to_overwrite_and_resigns_only_upward() {
 #[test]
 fn demo_lays_out_the_example_state_and_serves_it() {
     let dir = tempfile::tempdir().unwrap();
-    let args: Vec<String> = ["demo", "--dir", dir.path().to_str().unwrap(), "--listen", "127.0.0.1:0"]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let dir_arg = dir.path().to_str().unwrap();
+    let args: Vec<String> =
+        ["demo", "--dir", dir_arg, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
     let server = Process::start(&args);
     let state = dir.path().join("demo-state");
     assert!(state.join("nodes").join(format!("{}.json", janus_registration::demo::EXAMPLE_NODE_ID)).exists());

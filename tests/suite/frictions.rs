@@ -266,6 +266,7 @@ fn the_demo_says_when_it_starts_afresh_and_removes_its_lock() {
     std::fs::create_dir_all(dir.path().join("demo-state").join("approved")).unwrap();
     let mut child = Command::new(BIN)
         .args(["demo", "--dir", dir.path().to_str().unwrap(), "--listen", "127.0.0.1:0"])
+        .args(["--admin-listen", "127.0.0.1:0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
         .spawn()

@@ -163,6 +163,8 @@ fn a_second_demo_never_touches_a_running_demos_state() {
             dir.path().to_str().unwrap().into(),
             "--listen".into(),
             listen.into(),
+            "--admin-listen".into(),
+            "127.0.0.1:0".into(),
         ]
     };
     let demo = Process::start(&args("127.0.0.1:0"));
@@ -204,4 +206,80 @@ fn every_option_has_help_and_every_group_an_example() {
     }
     let log_format = cli.get_arguments().find(|a| a.get_id() == "log_format").unwrap();
     assert_eq!(log_format.get_help_heading(), Some("Logging"));
+}
+
+/// Issue 55: `demo` serves the admin console for a credential it mints
+/// (with its PKCS#12), and the commands it prints import that credential
+/// into a fresh Chromium profile (its NSS database made when missing) and
+/// a fresh Firefox one, as a person would run them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demo_serves_the_console_and_its_import_commands_work() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().to_str().unwrap().to_string();
+    let args: Vec<String> =
+        ["demo", "--dir", &path, "--listen", "127.0.0.1:0", "--admin-listen", "127.0.0.1:0"]
+            .map(String::from)
+            .to_vec();
+    let demo = Process::start(&args);
+    let mut admin = None;
+    assert!(
+        wait_for(Duration::from_secs(20), || {
+            admin = demo
+                .log()
+                .split("admin_listen=")
+                .nth(1)
+                .and_then(|r| r.split_whitespace().next()?.parse().ok());
+            admin.is_some()
+        }),
+        "the console listens: {}",
+        demo.log()
+    );
+    let admin: std::net::SocketAddr = admin.unwrap();
+    let certs_dir = dir.path().join("certs");
+    let read = |name: &str| std::fs::read(certs_dir.join(name)).unwrap();
+    let client = janus_registration::admin_api::client::AdminClient::new(
+        &format!("https://{admin}"),
+        &read("fleet/root.crt"),
+        &read("demo-admin.crt"),
+        &read("demo-admin.key"),
+    )
+    .unwrap();
+    let page = client.exchange("GET", "/console/", &[("Sec-Fetch-Site", "none")], Vec::new()).await.unwrap();
+    assert_eq!(page.status, 200, "{}", page.text());
+    assert!(page.text().contains("Pending nodes") && page.text().contains("demo-admin"), "{}", page.text());
+    drop(demo);
+
+    // The import commands, as printed.
+    let demo_admin = janus_registration::demo::mint_admin_missing(&certs_dir).unwrap();
+    let said =
+        janus_registration::demo::console_instructions(&demo_admin, &certs_dir.join("fleet/root.crt"), 8444)
+            .unwrap();
+    let block = |from: &str, launch: &str| -> Vec<String> {
+        said.split(from)
+            .nth(1)
+            .unwrap()
+            .lines()
+            .skip(1)
+            .take_while(|l| !l.trim_start().starts_with(launch))
+            .map(|l| l.trim().to_string())
+            .collect()
+    };
+    let chromium = block("Chromium on Linux", "chromium ");
+    let firefox = block("Firefox (", "firefox ");
+    assert_eq!((chromium.len(), firefox.len()), (3, 3), "{said}");
+    if Command::new("pk12util").arg("-h").output().is_err() {
+        return skipped("pk12util (libnss3-tools) is not installed");
+    }
+    let home = tempfile::tempdir().unwrap();
+    for line in chromium.iter().chain(&firefox) {
+        let ran = Command::new("sh").arg("-c").arg(line).env("HOME", home.path()).output().unwrap();
+        assert!(ran.status.success(), "{line}: {}", String::from_utf8_lossy(&ran.stderr));
+    }
+    let firefox_db = format!("sql:{}", certs_dir.join("firefox-profile").display());
+    let chromium_db = format!("sql:{}/.pki/nssdb", home.path().display());
+    for db in [chromium_db, firefox_db] {
+        let listed = Command::new("certutil").args(["-L", "-d", &db]).output().unwrap();
+        let listed = String::from_utf8_lossy(&listed.stdout).to_string();
+        assert!(listed.contains("janus DEVELOPMENT fleet") && listed.contains("u,u,u"), "{db}: {listed}");
+    }
 }
