@@ -193,7 +193,7 @@ pub fn mint_admin_missing(certs_dir: &Path) -> Result<DemoAdmin, MintError> {
         for suffix in ["crt", "key"] {
             let stale = certs::with_suffix(&admin.credential, suffix);
             if Presence::of(&stale).known()? {
-                std::fs::remove_file(&stale).map_err(|e| crate::durable::with_path(e, &stale))?;
+                crate::durable::remove_durably(&stale)?;
             }
         }
         certs::run(&CertsCommand::Admin(AdminArgs {
