@@ -12,46 +12,18 @@ console, whose `pki: this node's CA: SHA-256 <hex>` line is the
 fingerprint an admin types. Prints the node's name on success.
 """
 import base64
-import itertools
 import json
 import re
 import subprocess
 import sys
 import time
-import urllib.request
 
-import websocket
+from devtools import Page
 
 port, url, shots = sys.argv[1], sys.argv[2], sys.argv[3]
 announce = sys.argv[4:]
-ids = itertools.count(1)
-
-
-def page_socket():
-    targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
-    page = next(t for t in targets if t["type"] == "page")
-    return websocket.create_connection(page["webSocketDebuggerUrl"], suppress_origin=True, timeout=30)
-
-
-ws = page_socket()
-
-
-def call(method, **params):
-    n = next(ids)
-    ws.send(json.dumps({"id": n, "method": method, "params": params}))
-    while True:
-        message = json.loads(ws.recv())
-        if message.get("id") == n:
-            if "error" in message:
-                raise RuntimeError(f"{method}: {message['error']}")
-            return message.get("result", {})
-
-
-def js(expression):
-    result = call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-    if "exceptionDetails" in result:
-        raise RuntimeError(f"{expression}: {result['exceptionDetails']}")
-    return result["result"].get("value")
+page = Page(port)
+call, js = page.call, page.js
 
 
 def until(what, expression, seconds=20):

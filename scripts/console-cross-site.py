@@ -12,36 +12,16 @@ Prints what the page saw once it is done; keeps the page (and its
 frames) open until stdin closes, so the caller can look meanwhile.
 """
 import base64
-import itertools
-import json
 import sys
 import time
-import urllib.request
 
 import websocket
 
+from devtools import Page
+
 port, url, shots = sys.argv[1], sys.argv[2], sys.argv[3]
-ids = itertools.count(1)
-targets = json.load(urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list"))
-page = next(t for t in targets if t["type"] == "page")
-ws = websocket.create_connection(page["webSocketDebuggerUrl"], suppress_origin=True, timeout=30)
-
-
-def call(method, **params):
-    n = next(ids)
-    ws.send(json.dumps({"id": n, "method": method, "params": params}))
-    while True:
-        message = json.loads(ws.recv())
-        if message.get("id") == n:
-            if "error" in message:
-                raise RuntimeError(f"{method}: {message['error']}")
-            return message.get("result", {})
-
-
-def js(expression):
-    result = call("Runtime.evaluate", expression=expression, returnByValue=True, awaitPromise=True)
-    return result.get("result", {}).get("value")
-
+page = Page(port)
+call, js = page.call, page.js
 
 call("Page.enable")
 call("Emulation.setDeviceMetricsOverride", width=1280, height=720, deviceScaleFactor=1, mobile=False)
@@ -51,7 +31,7 @@ while time.monotonic() < deadline:
     try:
         if js("document.title") == "done":
             break
-    except (RuntimeError, websocket.WebSocketException):
+    except (RuntimeError, websocket.WebSocketException):  # between two documents
         pass
     time.sleep(0.2)
 else:

@@ -360,7 +360,7 @@ pub fn mismatch(node: &str, typed: &str) -> Markup {
         }
     };
     html! {
-        dl .node .mismatch {
+        dl .mismatch {
             dt { "The node's CA" } dd { (marked(node, typed)) }
             dt { "You typed" } dd { (marked(typed, node)) }
         }
