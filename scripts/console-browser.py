@@ -67,6 +67,43 @@ if not js("window.sameDocument === true"):
     sys.exit("console-browser: the page was reloaded")
 shot("1-pending-live")
 
+# Readable at a glance (issue 55): at a desktop width and a narrow one, no
+# table cell's text wraps inside a word (a word whose range has two line
+# boxes), and every page keeps its long values whole.
+WORDS_WRAPPED = """(() => {
+  const broken = [];
+  for (const cell of document.querySelectorAll('td, th')) {
+    const walker = document.createTreeWalker(cell, NodeFilter.SHOW_TEXT);
+    for (let text = walker.nextNode(); text; text = walker.nextNode()) {
+      const re = /\\S+/g;
+      let m;
+      while ((m = re.exec(text.data))) {
+        const range = document.createRange();
+        range.setStart(text, m.index);
+        range.setEnd(text, m.index + m[0].length);
+        const lines = new Set([...range.getClientRects()].map(r => Math.round(r.top)));
+        if (lines.size > 1) broken.push(m[0]);
+      }
+    }
+  }
+  return broken;
+})()"""
+
+
+def layout_holds(name):
+    for width in (1280, 800):
+        call("Emulation.setDeviceMetricsOverride", width=width, height=720, deviceScaleFactor=1, mobile=False)
+        time.sleep(0.2)
+        broken = js(WORDS_WRAPPED)
+        if broken:
+            sys.exit(f"console-browser: {name} at {width} px: words broken across lines: {broken[:10]}")
+        shot(f"layout-{name}-{width}")
+    call("Emulation.setDeviceMetricsOverride", width=1280, height=720, deviceScaleFactor=1, mobile=False)
+    print(f"console-browser: {name}: no cell breaks a word at 1280 or 800 px")
+
+
+layout_holds("pending")
+
 js("location.assign(document.querySelector('#live tbody tr td a').href)")
 until("the node's page", "!!document.querySelector('form[action$=\"/approve\"]')")
 mistyped = fingerprint[:-1] + ("0" if fingerprint[-1] != "0" else "1")
@@ -86,4 +123,8 @@ js(fill.format(json.dumps(grouped)))
 until("the right fingerprint approves", "(document.querySelector('.said.done') || {}).textContent || ''")
 until("the node's page says admitted", "document.querySelector('dl.node').innerText.includes('admitted')")
 shot("3-approved")
+layout_holds("node")
+js("location.assign('/console/nodes')")
+until("the nodes page", "document.title.startsWith('Nodes')")
+layout_holds("nodes")
 print(name)
