@@ -418,3 +418,36 @@ fn help_mentions_admin_credentials() {
         assert!(out.contains("certs admin-ca") && out.contains("certs admin --ca"), "{args:?}: {out}");
     }
 }
+
+/// Issue 55: `nodes approve NAME --console LOG`, where two pending records
+/// carry NAME, approves the one whose CA the log names; a log naming
+/// neither leaves the name ambiguous.
+#[tokio::test]
+async fn approve_by_a_shared_name_picks_the_record_the_console_names() {
+    let fx = Fixture::new();
+    let server = InProcess::start(fx.config()).await;
+    let client = node_client(&fx, server.addr);
+    let (first_ca, second_ca) =
+        (certs::mint_node_ca("web-5").unwrap(), certs::mint_node_ca("web-5").unwrap());
+    let (first, _, _) = announce(&client, "web-5", &first_ca, "").await;
+    let (second, _, _) = announce(&client, "web-5", &second_ca, "").await;
+    let log = fx.dir.path().join("web-5.log");
+    let state = fx.state();
+    let approve = |log: &std::path::Path| {
+        admin(&state, &["nodes", "approve", "web-5", "--console", log.to_str().unwrap()])
+    };
+    std::fs::write(
+        &log,
+        format!("boot\n{}\n", certs::console_line(&certs::mint_node_ca("x").unwrap().cert_pem).unwrap()),
+    )
+    .unwrap();
+    let (ok, _, err) = approve(&log);
+    assert!(!ok && err.contains("matches 2 nodes"), "a log naming neither: {err}");
+    std::fs::write(&log, format!("boot\n{}\n", certs::console_line(&second_ca.cert_pem).unwrap())).unwrap();
+    let (ok, out, err) = approve(&log);
+    assert!(ok, "{err}");
+    assert!(out.contains(&second), "{out}");
+    assert!(fx.state().join("approved").join(&second).exists());
+    assert!(!fx.state().join("approved").join(&first).exists(), "not the other");
+    server.stop().await;
+}

@@ -36,10 +36,23 @@ impl Among {
 /// that only one record `among` has; or a name only one record `among`
 /// carries. An ambiguous key lists the candidates and fails.
 pub(crate) fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, NodeRecord)> {
+    find_where(store, key, among, |_| true)
+}
+
+/// [`find`] among the records `keep` takes: a name several records carry
+/// resolves to the one whose CA a console log names (`nodes approve NAME
+/// --console LOG`).
+pub(crate) fn find_where(
+    store: &Store,
+    key: &str,
+    among: Among,
+    keep: impl Fn(&NodeRecord) -> bool,
+) -> Result<(NodeId, NodeRecord)> {
     if let Some(node) = NodeId::parse(key) {
         return match store.read_record(&node)? {
             Some(record) => Ok((node, record)),
-            None => Err(AdminError::NotFound(format!("there is no node {key} in {}", store.dir().display()))),
+            // No path: the words reach admin API clients too.
+            None => Err(AdminError::NotFound(format!("there is no node {key}"))),
         };
     }
     if key.contains('/') || key.contains("..") || key.is_empty() {
@@ -60,7 +73,7 @@ pub(crate) fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, No
         // refuses the resolution: skipped, it could make an ambiguous name
         // look like one node's.
         let Some(record) = store.read_record(&id)? else { continue };
-        if (by_prefix || record.name == key) && among.takes(store.state_of(&record)?) {
+        if (by_prefix || record.name == key) && keep(&record) && among.takes(store.state_of(&record)?) {
             matches.push((id, record));
         }
     }
@@ -80,7 +93,7 @@ pub(crate) fn find(store: &Store, key: &str, among: Among) -> Result<(NodeId, No
 /// Why no node matches `key`, with what the person may have meant: ids
 /// need 6 hex digits; a name or id one or two letters away.
 fn no_match(store: &Store, key: &str, among: Among) -> Result<String> {
-    let mut message = format!("no node matches {:?} in {}", escape(key), store.dir().display());
+    let mut message = format!("no node matches {:?}", escape(key));
     let short_hex = key.len() < 6 && key.bytes().all(|b| b.is_ascii_hexdigit());
     if short_hex {
         message.push_str(&format!(

@@ -421,11 +421,19 @@ fn approve_by_ca(store: &Store, want: &str, force: bool) -> Result<Decision> {
 /// (`--console`, `--expect-ca-sha256`) unless `--unchecked`.
 fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<Decision> {
     let user = current_user();
-    let (node, record) = find(store, id, Among::Pending).or_else(|e| match NodeId::parse(id) {
-        Some(_) => Err(e),
-        // An admitted node named again: say so rather than "no match".
-        None => find(store, id, Among::All).map_err(|_| e),
-    })?;
+    let (node, record) =
+        find(store, id, Among::Pending).or_else(|e| match (&e, &args.console, NodeId::parse(id)) {
+            // A name several pending records carry: the one whose CA the
+            // console log names, when exactly one has it.
+            (AdminError::Ambiguous(_), Some(_), _) => match expected_fingerprint(args, id)? {
+                Some(want) => crate::find::find_where(store, id, Among::Pending, |r| ca_sha256_of(r) == want)
+                    .map_err(|_| e),
+                None => Err(e),
+            },
+            (_, _, Some(_)) => Err(e),
+            // An admitted node named again: say so rather than "no match".
+            (_, _, None) => find(store, id, Among::All).map_err(|_| e),
+        })?;
     let id = node.as_str();
     let ids = vec![id.to_string()];
     if store.approved_now(&node)? && !store.poll_refused_now(&node)? {
