@@ -149,6 +149,18 @@ pub enum Command {
     /// Ask a running endpoint's /healthz; exit 0 when healthy, 1 otherwise.
     #[command(after_help = "Example:\n  janus-registration healthcheck --addr 127.0.0.1:8443")]
     Healthcheck(HealthcheckArgs),
+    /// Lay out a state directory (0700) without serving it: tokens can be minted before the first start.
+    #[command(
+        after_help = "Example:\n  janus-registration init --state /var/lib/janus-registration\n  janus-registration tokens add --state /var/lib/janus-registration"
+    )]
+    Init(InitArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// The state directory to lay out (its parent must exist), as serve would.
+    #[arg(long, env = "JANUS_REGISTRATION_STATE")]
+    pub state: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -5,7 +5,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use janus_registration::cli::{AgentSubcommand, Cli, Command};
-use janus_registration::{admin, agent, certs, demo, healthcheck, server, shutdown};
+use janus_registration::{admin, agent, certs, demo, healthcheck, server, shutdown, store};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -85,6 +85,15 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         }
         Command::Manpage(args) => {
             manpage(&args.out)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Init(args) => {
+            store::Store::check_before_open(&args.state)?;
+            store::Store::open(&args.state)?;
+            print(&format!(
+                "laid out {state}: tokens add --state {state} mints tokens now; serve --state {state} serves it",
+                state = args.state.display()
+            ));
             Ok(ExitCode::SUCCESS)
         }
         Command::Healthcheck(args) => {

@@ -148,7 +148,7 @@ fn every_admin_command_on_a_missing_state_directory_says_what_to_run() {
         let (ok, _, err) = admin(&state, command);
         assert!(!ok, "{command:?}");
         let said = format!(
-            "{} is not a state directory (it has no nodes/): start `janus-registration serve --state {}` once",
+            "{} is not a state directory (it has no nodes/): lay it out with `janus-registration init --state {}`",
             state.display(),
             state.display()
         );
@@ -165,7 +165,7 @@ fn tokens_add_on_a_new_state_directory_says_what_to_run() {
     assert!(!ok);
     assert!(
         err.contains(&format!(
-            "is not a state directory (it has no nodes/): start `janus-registration serve --state {}` once to lay it out",
+            "is not a state directory (it has no nodes/): lay it out with `janus-registration init --state {}` (or a first `serve`)",
             state.display()
         )),
         "{err}"
@@ -450,4 +450,22 @@ async fn approve_by_a_shared_name_picks_the_record_the_console_names() {
     assert!(fx.state().join("approved").join(&second).exists());
     assert!(!fx.state().join("approved").join(&first).exists(), "not the other");
     server.stop().await;
+}
+
+/// Issue 55: an orchestrator mints tokens before the first start: `init`
+/// lays the state out, and the commands that need one say so.
+#[test]
+fn init_lays_out_a_state_so_tokens_can_be_minted_before_the_first_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let state = dir.path().join("state");
+    let state_arg = state.to_str().unwrap();
+    let (ok, _, err) = cli(&["tokens", "add", "--state", state_arg]);
+    assert!(!ok && err.contains("janus-registration init --state"), "{err}");
+    let (ok, out, err) = cli(&["init", "--state", state_arg]);
+    assert!(ok && out.contains("laid out"), "{err}");
+    let (ok, token, err) = cli(&["tokens", "add", "--state", state_arg, "--uses", "2"]);
+    assert!(ok, "{err}");
+    assert!(std::fs::read_to_string(state.join("tokens")).unwrap().contains(token.trim()));
+    let (ok, _, err) = cli(&["init", "--state", dir.path().join("no/such/parent").to_str().unwrap()]);
+    assert!(!ok && err.contains("make the parent first"), "{err}");
 }

@@ -479,8 +479,8 @@ impl Store {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 format!(
-                    "{} is not a state directory (it has no nodes/): start `janus-registration serve --state {}` \
-                     once to lay it out, or check --state for a typo",
+                    "{} is not a state directory (it has no nodes/): lay it out with `janus-registration init \
+                     --state {}` (or a first `serve`), or check --state for a typo",
                     dir.display(),
                     dir.display()
                 ),
