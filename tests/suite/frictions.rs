@@ -469,3 +469,38 @@ fn init_lays_out_a_state_so_tokens_can_be_minted_before_the_first_start() {
     let (ok, _, err) = cli(&["init", "--state", dir.path().join("no/such/parent").to_str().unwrap()]);
     assert!(!ok && err.contains("make the parent first"), "{err}");
 }
+
+/// Issue 55: a user who cannot read the state directory is told whose it
+/// is and to run as that user; a read-only command never says it refuses
+/// to write.
+#[test]
+fn another_users_state_names_its_owner() {
+    let fx = Fixture::new();
+    let nobody = "65534";
+    let runs_as_nobody = Command::new("setpriv")
+        .args(["--reuid", nobody, "--regid", nobody, "--clear-groups", "true"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !runs_as_nobody {
+        return skipped("cannot run a command as another user here (setpriv, needs root)");
+    }
+    let state = fx.state();
+    let (ok, _, err) = cli(&["init", "--state", state.to_str().unwrap()]);
+    assert!(ok, "{err}");
+    // A directory others may enter but not read (as serve's 0700 is to them, less strictly).
+    std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o711)).unwrap();
+    std::fs::set_permissions(fx.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    for command in [&["nodes", "list"][..], &["tokens", "list"]] {
+        let (_, _, err) = cli_with(
+            Command::new("setpriv")
+                .args(["--reuid", nobody, "--regid", nobody, "--clear-groups", BIN])
+                .args(command)
+                .args(["--state", state.to_str().unwrap()]),
+        );
+        assert!(
+            err.contains("cannot be read by this user") && err.contains("run the command as"),
+            "{command:?}: {err}"
+        );
+        assert!(!err.contains("refusing to write"), "{command:?}: {err}");
+    }
+}

@@ -138,6 +138,19 @@ pub enum FormatError {
         /// The newest this binary knows (the format module's `CURRENT`).
         understands: u32,
     },
+    /// The state directory is another user's, and this one may not read it.
+    #[error(
+        "{} cannot be read by this user ({user}): the state directory belongs to {owner}; run the command as {owner} (e.g. sudo -u {owner} janus-registration …)",
+        path.display()
+    )]
+    NotPermitted {
+        /// The file refused.
+        path: PathBuf,
+        /// Who runs the command.
+        user: String,
+        /// Who owns the state directory.
+        owner: String,
+    },
     /// The marker exists but says nothing this binary can read.
     #[error(
         "{} cannot be read as a state format ({why}); refusing to write under a layout this version cannot tell ({UPGRADE_GUIDE})",

@@ -36,6 +36,15 @@ pub fn read(dir: &Path) -> Result<Option<u32>, FormatError> {
     let bytes = match durable::read_fresh(&path) {
         Ok(bytes) => bytes,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        // Another user's state: said as such (who owns it, who asks), not
+        // as a format this version cannot tell.
+        Err(e) if e.kind() == io::ErrorKind::PermissionDenied => {
+            use std::os::unix::fs::MetadataExt;
+            let owner = std::fs::metadata(dir)
+                .map_or_else(|_| "another user".into(), |m| crate::audit::user_name(m.uid()));
+            let user = crate::audit::user_name(rustix::process::getuid().as_raw());
+            return Err(FormatError::NotPermitted { path, user, owner });
+        }
         Err(e) => return Err(unreadable(e.to_string())),
     };
     let text = std::str::from_utf8(&bytes).map_err(|_| unreadable("not text".into()))?;
