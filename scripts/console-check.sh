@@ -166,6 +166,12 @@ evil_pid=
 web8_state=$("$bin" nodes list --state state --json | python3 -c 'import json,sys; print([n["state"] for n in map(json.loads, sys.stdin) if n["name"] == "web-8"][0])')
 [ "$web8_state" = pending ] || { echo "console-check: another site's page changed web-8: $web8_state"; exit 1; }
 echo "console-check: another site's form, fetch and frames did nothing: web-8 pending, both stream slots free"
+# The admin's own rejection takes a second step, and is undone on the node's page.
+"$OLDPWD/$venv/bin/python" -u "$OLDPWD/scripts/console-undo.py" "$devtools" "$origin/console/" "$shots" web-8 |
+  sed 's/^/console-check: /'
+if [ -e "state/nodes/$web8.json" ] || [ -n "$(ls state/rejected-cas 2>/dev/null)" ]; then
+  echo "console-check: web-8's rejection was not undone"; exit 1
+fi
 
 # The port served the pages; without the credential the handshake is refused.
 without=$(browser home-without --dump-dom "$origin/console/" 2>without.log || true)
