@@ -54,6 +54,9 @@ call("Page.navigate", url=url)
 until("the pending page loads with the credential", "document.title.startsWith('Pending nodes')")
 until("the page follows the event stream", "document.getElementById('live-status').textContent.startsWith('following')")
 js("window.sameDocument = true")
+# The nodes waiting already (the demo's example node): the new one is another.
+js("window.before = [...document.querySelectorAll('#live tbody tr td a')].map(a => a.textContent)")
+NEW_ROW = "[...document.querySelectorAll('#live tbody tr td a')].find(a => !window.before.includes(a.textContent))"
 
 console = subprocess.run(announce, capture_output=True, text=True)
 said = console.stdout + console.stderr
@@ -61,8 +64,7 @@ match = re.findall(r"pki: this node's CA: SHA-256 ([0-9a-f]{64})", said)
 if not match:
     sys.exit(f"console-browser: the node printed no CA line:\n{said}")
 fingerprint = match[-1]
-name = until("the announcement appears without a reload",
-             "(document.querySelector('#live tbody tr td a') || {}).textContent")
+name = until("the announcement appears without a reload", f"({NEW_ROW} || {{}}).textContent")
 if not js("window.sameDocument === true"):
     sys.exit("console-browser: the page was reloaded")
 shot("1-pending-live")
@@ -104,7 +106,7 @@ def layout_holds(name):
 
 layout_holds("pending")
 
-js("location.assign(document.querySelector('#live tbody tr td a').href)")
+js(f"location.assign({NEW_ROW}.href)")
 until("the node's page", "!!document.querySelector('form[action$=\"/approve\"]')")
 mistyped = fingerprint[:-1] + ("0" if fingerprint[-1] != "0" else "1")
 fill = ("(v => {{ const f = document.querySelector('form[action$=\"/approve\"]');"
