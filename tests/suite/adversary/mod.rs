@@ -5,7 +5,9 @@
 //! another CA), polls, and the admin's actions (approve checked and
 //! `--force`, `touch approved/<id>`, `rm approved/<id>`, reject, forget,
 //! `tokens add` with uses and expiry, `tokens revoke`, `tokens.meta.json`
-//! moved aside and back, broken and fixed, `tokens` put back from a backup)
+//! moved aside and back, broken and fixed, it and its good copy removed
+//! together, `tokens` put back from a backup; another site's page driving
+//! the admin's browser at the admin listener)
 //! — while servers are stopped (SIGSTOP) and killed (SIGKILL, restarted).
 //! Every operation is logged with the order it started and ended in.
 //!
@@ -284,7 +286,7 @@ fn admin_cmd(world: &World, args: &[&str]) -> (bool, String) {
 }
 
 async fn step(world: &Arc<World>, rng: &mut StdRng) {
-    let roll = rng.random_range(0..118u32);
+    let roll = rng.random_range(0..120u32);
     match roll {
         0..=5 => add_token(world, rng).await,
         6..=35 => announce_with_token(world, rng).await,
@@ -339,6 +341,7 @@ async fn step(world: &Arc<World>, rng: &mut StdRng) {
         107..=108 => surfaces::approve(world, rng).await,
         109 => surfaces::reject(world, rng).await,
         110..=111 => surfaces::proxied_announcement(world, rng).await,
+        115..=116 => surfaces::cross_site(world, rng).await,
         _ => tokio::time::sleep(Duration::from_millis(rng.random_range(0..300))).await,
     }
 }
@@ -1140,7 +1143,7 @@ async fn a_randomized_adversary_breaks_no_promise() {
         "adversary: {schedules} schedule(s) of {STEPS} steps, seeds {base}..={}, {events} events checked, \
          {} links planted, {} denials of writes said by /healthz, the largest state {} KiB of its 16 MiB \
          disk, {} 500s for want of room outside a known fill, {} admin API calls ({} refused for a scope), \
-         {} proxied announcements, {} --on-admitted runs, no promise broken",
+         {} proxied announcements, {} --on-admitted runs, {} cross-site requests refused, no promise broken",
         base + schedules - 1,
         owners::LINKS_PLANTED.load(Ordering::Relaxed),
         owners::DENIALS_SAID.load(Ordering::Relaxed),
@@ -1150,6 +1153,7 @@ async fn a_randomized_adversary_breaks_no_promise() {
         surfaces::API_FORBIDDEN.load(Ordering::Relaxed),
         surfaces::PROXIED.load(Ordering::Relaxed),
         surfaces::HOOK_RUNS.load(Ordering::Relaxed),
+        surfaces::CROSS_SITE.load(Ordering::Relaxed),
     );
 }
 

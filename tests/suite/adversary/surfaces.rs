@@ -21,6 +21,8 @@ use super::*;
 /// API calls made, and of them refused for a scope the credential lacked.
 pub(super) static API_CALLS: AtomicU64 = AtomicU64::new(0);
 pub(super) static API_FORBIDDEN: AtomicU64 = AtomicU64::new(0);
+/// Requests another site's page sent through the admin's browser, all refused.
+pub(super) static CROSS_SITE: AtomicU64 = AtomicU64::new(0);
 /// Announcements through the listed balancer that were answered 201.
 pub(super) static PROXIED: AtomicU64 = AtomicU64::new(0);
 /// Runs of the `--on-admitted` program seen at the schedules' ends.
@@ -279,6 +281,59 @@ pub(super) async fn reject(world: &Arc<World>, rng: &mut StdRng) {
         if reply.status == 200 {
             world.log(Event::CaRejected { ca, start, end });
         }
+    }
+}
+
+/// Another site's page driving the admin's browser (issue 53): a
+/// cross-site form, a `no-cors` fetch or an iframe, at a route an admin's
+/// credential may use (every scope), must be refused (403, or 415 for a
+/// body that is not JSON) and change nothing: the checker's promises
+/// (approvals stand, tokens admit their uses) see any change it made.
+pub(super) async fn cross_site(world: &Arc<World>, rng: &mut StdRng) {
+    let Some(surfaces) = world.surfaces.as_ref() else { return };
+    let Some((admin, server, epoch)) = admin_of(world, rng) else { return };
+    let credential = surfaces.credentials[0].1.clone(); // every scope
+    let client = client_of(world, admin, &credential);
+    let node = random_node(world, rng).map_or_else(|| "0".repeat(32), |(id, _, _)| id);
+    let (method, path) = match rng.random_range(0..6u8) {
+        0 => ("POST", format!("/v1/nodes/{node}/reject")),
+        1 => ("POST", format!("/v1/nodes/{node}/approve")),
+        2 => ("POST", "/v1/tokens".to_string()),
+        3 => ("GET", "/v1/events".to_string()),
+        4 => ("POST", format!("/console/nodes/{node}/reject")),
+        _ => ("GET", "/console/events".to_string()),
+    };
+    let post = method == "POST";
+    let mut headers = vec![("Sec-Fetch-Site", "cross-site")];
+    let (kind, origin) = match rng.random_range(0..3u8) {
+        0 => ("application/x-www-form-urlencoded", Some("https://evil.example")), // a form
+        1 => ("text/plain;charset=UTF-8", Some("https://evil.example")),          // a no-cors fetch
+        _ => ("", None),                                                          // an iframe
+    };
+    if post && !kind.is_empty() {
+        headers.push(("Content-Type", kind));
+    }
+    if let Some(origin) = origin.filter(|_| post) {
+        headers.push(("Origin", origin));
+    }
+    let body = if post { b"confirmed=yes&expect_ca_sha256=00&count=1".to_vec() } else { Vec::new() };
+    let reply =
+        tokio::time::timeout(Duration::from_secs(40), client.exchange(method, &path, &headers, body)).await;
+    match reply {
+        Ok(Ok(reply)) if reply.status == 403 || reply.status == 415 => {
+            CROSS_SITE.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok(Ok(reply)) => world.log(Event::Failed {
+            what: format!(
+                "another site's {method} {path} ({headers:?}) answered {}: {}",
+                reply.status,
+                reply.text()
+            ),
+        }),
+        _ if world.still_running(server, epoch) && !world.servers[server].lock().unwrap().stopped => {
+            world.log(Event::Unanswered { what: format!("another site's {method} {path}") });
+        }
+        _ => {}
     }
 }
 
