@@ -11,7 +11,6 @@ ANNOUNCE_CMD makes a node announce itself (pending) and prints its
 console, whose `pki: this node's CA: SHA-256 <hex>` line is the
 fingerprint an admin types. Prints the node's name on success.
 """
-import base64
 import json
 import re
 import subprocess
@@ -22,30 +21,16 @@ from devtools import Page
 
 port, url, shots = sys.argv[1], sys.argv[2], sys.argv[3]
 announce = sys.argv[4:]
-page = Page(port)
+page = Page(port, "console-browser")
 call, js = page.call, page.js
 
 
-def until(what, expression, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            value = js(expression)
-            if value:
-                return value
-        except RuntimeError:
-            pass  # between two documents
-        time.sleep(0.1)
-    body = js("document.body ? document.body.innerText : document.documentElement.outerHTML")
-    sys.exit(f"console-browser: {what}: not within {seconds} s; the page says:\n{body}")
+until = page.until
 
 
 def shot(name):
-    data = call("Page.captureScreenshot", format="png")["data"]
-    path = f"{shots}/{name}.png"
-    with open(path, "wb") as out:
-        out.write(base64.b64decode(data))
-    print(f"console-browser: screenshot {path}")
+    page.shot(f"{shots}/{name}.png")
+    print(f"console-browser: screenshot {shots}/{name}.png")
 
 
 call("Page.enable")

@@ -11,7 +11,6 @@ that nothing was rejected and that the credential's stream slots are free.
 Prints what the page saw once it is done; keeps the page (and its
 frames) open until stdin closes, so the caller can look meanwhile.
 """
-import base64
 import sys
 import time
 
@@ -36,8 +35,6 @@ while time.monotonic() < deadline:
     time.sleep(0.2)
 else:
     sys.exit("console-cross-site: the page did not finish its requests within 30 s")
-data = call("Page.captureScreenshot", format="png")["data"]
-with open(f"{shots}/4-another-site.png", "wb") as out:
-    out.write(base64.b64decode(data))
+page.shot(f"{shots}/4-another-site.png")
 print(f"console-cross-site: the page says: {js('document.body.innerText')}", flush=True)
 sys.stdin.read()

@@ -8,34 +8,21 @@ scripts/console-check.sh after the other checks.
 
     console-undo.py DEVTOOLS_PORT CONSOLE_URL SHOTS_DIR NODE_NAME
 """
-import base64
 import sys
 import time
 
 from devtools import Page
 
 port, url, shots, name = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4]
-page = Page(port)
+page = Page(port, "console-undo")
 call, js = page.call, page.js
 
 
-def until(what, expression, seconds=20):
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        try:
-            value = js(expression)
-            if value:
-                return value
-        except RuntimeError:
-            pass  # between two documents
-        time.sleep(0.1)
-    sys.exit(f"console-undo: {what}: not within {seconds} s; the page says:\n{js('document.body.innerText')}")
+until = page.until
 
 
 def shot(file):
-    data = call("Page.captureScreenshot", format="png")["data"]
-    with open(f"{shots}/{file}.png", "wb") as out:
-        out.write(base64.b64decode(data))
+    page.shot(f"{shots}/{file}.png")
 
 
 def click(selector):

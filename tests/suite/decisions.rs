@@ -315,12 +315,8 @@ async fn healthz_says_when_a_nearly_full_disk_fails_admissions() {
 #[tokio::test]
 async fn healthz_says_when_an_admin_command_as_root_left_audit_unwritable() {
     let fx = Fixture::new();
-    let nobody = "65534";
-    let runs_as_nobody = Command::new("setpriv")
-        .args(["--reuid", nobody, "--regid", nobody, "--clear-groups", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !runs_as_nobody {
+    let nobody = NOBODY;
+    if !can_run_as_nobody() {
         skipped("cannot run the server as another user here (setpriv, needs root)");
         return;
     }
@@ -329,8 +325,8 @@ async fn healthz_says_when_an_admin_command_as_root_left_audit_unwritable() {
     fs::create_dir(fx.state()).unwrap();
     Command::new("chown").args(["-R", &format!("{nobody}:{nobody}")]).arg(fx.dir.path()).status().unwrap();
     Command::new("chmod").args(["0755"]).arg(fx.dir.path()).status().unwrap();
-    let mut command = Command::new("setpriv");
-    command.args(["--reuid", nobody, "--regid", nobody, "--clear-groups", BIN]).args(fx.serve_args());
+    let mut command = as_nobody(BIN);
+    command.args(fx.serve_args());
     let server = Process::start_command(command);
     let client = node_client(&fx, server.addr);
     assert_eq!(get(&client, "/healthz", None).await.status, 200);

@@ -476,12 +476,7 @@ fn init_lays_out_a_state_so_tokens_can_be_minted_before_the_first_start() {
 #[test]
 fn another_users_state_names_its_owner() {
     let fx = Fixture::new();
-    let nobody = "65534";
-    let runs_as_nobody = Command::new("setpriv")
-        .args(["--reuid", nobody, "--regid", nobody, "--clear-groups", "true"])
-        .status()
-        .is_ok_and(|s| s.success());
-    if !runs_as_nobody {
+    if !can_run_as_nobody() {
         return skipped("cannot run a command as another user here (setpriv, needs root)");
     }
     let state = fx.state();
@@ -491,12 +486,7 @@ fn another_users_state_names_its_owner() {
     std::fs::set_permissions(&state, std::os::unix::fs::PermissionsExt::from_mode(0o711)).unwrap();
     std::fs::set_permissions(fx.dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     for command in [&["nodes", "list"][..], &["tokens", "list"]] {
-        let (_, _, err) = cli_with(
-            Command::new("setpriv")
-                .args(["--reuid", nobody, "--regid", nobody, "--clear-groups", BIN])
-                .args(command)
-                .args(["--state", state.to_str().unwrap()]),
-        );
+        let (_, _, err) = cli_with(as_nobody(BIN).args(command).args(["--state", state.to_str().unwrap()]));
         assert!(
             err.contains("cannot be read by this user") && err.contains("run the command as"),
             "{command:?}: {err}"

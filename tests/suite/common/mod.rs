@@ -612,3 +612,21 @@ pub async fn announce_over(
     let id = text.split("\"id\":\"").nth(1).map(|rest| rest.chars().take(32).collect()).unwrap_or_default();
     Some((status, id))
 }
+
+/// The uid and gid `nobody` has here.
+pub const NOBODY: &str = "65534";
+
+/// Whether this process may run a command as [`NOBODY`] (setpriv, as root).
+pub fn can_run_as_nobody() -> bool {
+    Command::new("setpriv")
+        .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", "true"])
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+/// `program` run as [`NOBODY`] (see [`can_run_as_nobody`]).
+pub fn as_nobody(program: &str) -> Command {
+    let mut command = Command::new("setpriv");
+    command.args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", program]);
+    command
+}
