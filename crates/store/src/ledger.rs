@@ -401,28 +401,41 @@ impl Ledger {
         {
             return Ok(*key);
         }
-        if inode.is_none() {
-            // A ledger that holds uses names them under the key that is
-            // gone: a new key would make every spent token spendable again.
-            if self.holds_uses()? {
-                return Err(with_path(
-                    io::Error::new(
-                        io::ErrorKind::NotFound,
-                        format!(
-                            "it is missing, but {LEDGER_DIR}/ holds the uses it names: no token can be told                              spent or not; put it back from a backup"
-                        ),
-                    ),
-                    &self.key_path,
-                ));
+        let open = || fs::OpenOptions::new().read(true).custom_flags(libc_nofollow()).open(&self.key_path);
+        // Opened by name, not judged by the `stat` above, and asked of the
+        // file server again before it is taken for missing.
+        let mut file = match open() {
+            Ok(file) => file,
+            // The file server has it: this client's negative entry was stale
+            // (on NFS a name another host made stays unseen, its `open`
+            // too, until the directory is revalidated).
+            Err(e)
+                if e.kind() == io::ErrorKind::NotFound
+                    && janus_core::durable::present_at_server(&self.key_path)? =>
+            {
+                open().map_err(|e| with_path(e, &self.key_path))?
             }
-            self.make_key()?;
-        }
+            Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                // A ledger that holds uses names them under the key that is
+                // gone: a new key would make every spent token spendable again.
+                if self.holds_uses()? {
+                    return Err(with_path(
+                        io::Error::new(
+                            io::ErrorKind::NotFound,
+                            format!(
+                                "it is missing, but {LEDGER_DIR}/ holds the uses it names: no token can be \
+                                 told spent or not; put it back from a backup"
+                            ),
+                        ),
+                        &self.key_path,
+                    ));
+                }
+                self.make_key()?;
+                open().map_err(|e| with_path(e, &self.key_path))?
+            }
+            Err(e) => return Err(with_path(e, &self.key_path)),
+        };
         let mut key = [0u8; 32];
-        let mut file = fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc_nofollow())
-            .open(&self.key_path)
-            .map_err(|e| with_path(e, &self.key_path))?;
         file.read_exact(&mut key).map_err(|e| with_path(e, &self.key_path))?;
         let inode = file.metadata()?.ino();
         *cached = Some((inode, key));
