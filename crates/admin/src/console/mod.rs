@@ -434,23 +434,36 @@ fn about_node(node: &crate::NodeDetail) -> Vec<(&'static str, String)> {
     vec![("Name", v.name.clone()), ("Id", v.id.clone()), ("CA SHA-256", v.ca_sha256.clone())]
 }
 
+/// A node's second step: the confirmation `asking` makes of the node `id` names.
+async fn node_confirm(
+    asked: Asked,
+    id: String,
+    asking: impl FnOnce(&crate::NodeDetail) -> pages::Confirm,
+) -> Response {
+    match node_named(&asked, id).await {
+        Ok(node) => {
+            let asking = asking(&node);
+            page(StatusCode::OK, asked.cookie.clone(), || pages::confirm(&asked.frame(), &asking))
+        }
+        Err(e) => failed(e),
+    }
+}
+
 /// `GET /console/nodes/{id}/reject`: what rejecting it does, then the form.
 async fn reject_confirm(asked: Asked, Path(id): Path<String>) -> Response {
-    let node = match node_named(&asked, id).await {
-        Ok(node) => node,
-        Err(e) => return failed(e),
-    };
-    let v = &node.view;
-    let asking = pages::Confirm {
-        title: format!("Reject {}?", janus_core::terminal::escape(&v.name)),
-        what: REJECT_SAYS.iter().map(|s| s.to_string()).collect(),
-        about: about_node(&node),
-        action: format!("/console/nodes/{}/reject", v.id),
-        button: "Reject",
-        back: format!("/console/nodes/{}", v.id),
-        danger: true,
-    };
-    page(StatusCode::OK, asked.cookie.clone(), || pages::confirm(&asked.frame(), &asking))
+    node_confirm(asked, id, |node| {
+        let v = &node.view;
+        pages::Confirm {
+            title: format!("Reject {}?", janus_core::terminal::escape(&v.name)),
+            what: REJECT_SAYS.iter().map(|s| s.to_string()).collect(),
+            about: about_node(node),
+            action: format!("/console/nodes/{}/reject", v.id),
+            button: "Reject",
+            back: format!("/console/nodes/{}", v.id),
+            danger: true,
+        }
+    })
+    .await
 }
 
 async fn reject(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Path<String>) -> Response {
@@ -464,25 +477,23 @@ async fn reject(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Pa
 
 /// `GET /console/nodes/{id}/forget`: the undo of a rejection, confirmed first.
 async fn forget_confirm(asked: Asked, Path(id): Path<String>) -> Response {
-    let node = match node_named(&asked, id).await {
-        Ok(node) => node,
-        Err(e) => return failed(e),
-    };
-    let v = &node.view;
-    let asking = pages::Confirm {
-        title: format!("Forget {}?", janus_core::terminal::escape(&v.name)),
-        what: vec![
-            "Forgets this record and lifts the rejection of its CA: the node (or another with the same CA) may \
-             announce again, and waits for an admin as any other."
-                .into(),
-        ],
-        about: about_node(&node),
-        action: format!("/console/nodes/{}/forget", v.id),
-        button: "Forget and lift the rejection",
-        back: format!("/console/nodes/{}", v.id),
-        danger: false,
-    };
-    page(StatusCode::OK, asked.cookie.clone(), || pages::confirm(&asked.frame(), &asking))
+    node_confirm(asked, id, |node| {
+        let v = &node.view;
+        pages::Confirm {
+            title: format!("Forget {}?", janus_core::terminal::escape(&v.name)),
+            what: vec![
+                "Forgets this record and lifts the rejection of its CA: the node (or another with the same CA) \
+                 may announce again, and waits for an admin as any other."
+                    .into(),
+            ],
+            about: about_node(node),
+            action: format!("/console/nodes/{}/forget", v.id),
+            button: "Forget and lift the rejection",
+            back: format!("/console/nodes/{}", v.id),
+            danger: false,
+        }
+    })
+    .await
 }
 
 async fn forget(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Path<String>) -> Response {
