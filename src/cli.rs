@@ -43,7 +43,7 @@ use crate::server::{
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_NETWORK,
     DEFAULT_MAX_CONNECTIONS_PER_SOURCE, ServeConfig,
 };
-use crate::{admin, certs};
+use crate::certs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -127,7 +127,7 @@ pub enum Command {
         subcommand,
         after_help = "Examples:\n  janus-registration user-data fleet --fleet fleet/ --hostname edge-3\n  janus-registration user-data announce --fleet fleet/ --hostname edge-3 --address 10.0.2.2:8443 --new-token --state state/"
     )]
-    UserData(admin::user_data::UserDataCommand),
+    UserData(crate::user_data::UserDataCommand),
     /// The audit trail: every writer's events merged in time order.
     #[command(
         after_help = "Examples:\n  janus-registration audit --since 1h --state /var/lib/janus-registration\n  janus-registration audit --follow --json"
@@ -236,7 +236,7 @@ pub struct NodesArgs {
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(subcommand)]
-    pub command: admin::NodesCommand,
+    pub command: crate::admin_args::NodesCommand,
 }
 
 #[derive(Debug, Args)]
@@ -250,7 +250,7 @@ pub struct TokensArgs {
     #[command(flatten)]
     pub remote: RemoteArgs,
     #[command(subcommand)]
-    pub command: admin::TokensCommand,
+    pub command: crate::admin_args::TokensCommand,
 }
 
 /// The admin API to go through instead of the state directory.
@@ -480,7 +480,7 @@ impl ServeArgs {
                 .admin_listen
                 .zip(self.admin_ca.clone())
                 .map(|(listen, ca)| {
-                    crate::admin_api::AdminDoor::new(crate::admin_api::AdminApiConfig { listen, ca })
+                    crate::admin::listener::AdminDoor::new(crate::admin::listener::AdminApiConfig { listen, ca })
                         as Arc<dyn Door>
                 })
                 .into_iter()

@@ -156,7 +156,7 @@ pub fn prepare(dir: &Path, listen: &str, admin_listen: std::net::SocketAddr) -> 
         )
     };
     let ca = admin.ca.join("admin-ca.crt");
-    config.doors.push(crate::admin_api::AdminDoor::new(crate::admin_api::AdminApiConfig {
+    config.doors.push(crate::admin::listener::AdminDoor::new(crate::admin::listener::AdminApiConfig {
         listen: admin_listen,
         ca,
     }));

@@ -28,11 +28,14 @@ pub use janus_endpoint as server;
 pub use janus_store as store;
 
 // The commands that compose the layers.
+pub mod admin_args;
+pub mod admin_cli;
 pub mod certs;
 pub mod cli;
 pub mod demo;
 pub mod healthcheck;
 pub mod logging;
+pub mod user_data;
 
 #[cfg(test)]
 mod tests {
@@ -92,7 +95,6 @@ mod tests {
             Box::new(io()),
             Box::new(crate::store::StoreError::from(io())),
             Box::new(crate::admin::AdminError::from(crate::store::StoreError::from(io()))),
-            Box::new(crate::admin::AdminError::Revoke { key: "k".into(), cause: io().into() }),
             Box::new(crate::agent::AgentError::File { path: "/f".into(), cause: io() }),
             Box::new(crate::agent::http::HttpError::Connect { url: "https://x/".into(), cause: io() }),
             Box::new(crate::pki::PkiError::Read { path: "/p".into(), cause: io() }),

@@ -5,7 +5,8 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use janus_registration::cli::{AgentSubcommand, Cli, Command};
-use janus_registration::{admin, agent, certs, demo, healthcheck, server, shutdown, store};
+use janus_registration::admin_args::actor_here;
+use janus_registration::{admin_cli, agent, certs, demo, healthcheck, server, shutdown, store};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -64,12 +65,12 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
         Command::Nodes(args) => nodes(args),
         Command::Tokens(args) => tokens(args),
         Command::UserData(command) => {
-            print(&admin::user_data::user_data(&command)?);
+            print(&janus_registration::user_data::user_data(&command)?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Audit(args) => {
             let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-            admin::audit_trail(state, args.since, args.follow, args.json)?;
+            janus_registration::admin_cli::audit_trail(state, args.since, args.follow, args.json)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Completions(args) => {
@@ -110,8 +111,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
 /// `nodes`: through the admin API with `--server`, else on the state directory.
 fn nodes(args: janus_registration::cli::NodesArgs) -> Result<ExitCode, Failure> {
     if let Some(client) = remote(&args.remote)? {
-        let out =
-            runtime()?.block_on(janus_registration::admin_api::client::nodes(&client, &args.command))?;
+        let out = runtime()?.block_on(admin_cli::remote_nodes(&client, &args.command))?;
         // A followed stream has printed itself already.
         if !out.is_empty() {
             print(&out);
@@ -119,8 +119,8 @@ fn nodes(args: janus_registration::cli::NodesArgs) -> Result<ExitCode, Failure> 
         return Ok(ExitCode::SUCCESS);
     }
     let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-    act_as(args.acting_for.as_deref())?;
-    let out = admin::nodes(state, &args.command)?;
+    let actor = actor_here(args.acting_for.as_deref())?;
+    let out = admin_cli::nodes(state, &args.command, &actor)?;
     // A streamed listing has printed itself already.
     if !out.is_empty() {
         print(&out);
@@ -133,12 +133,12 @@ fn nodes(args: janus_registration::cli::NodesArgs) -> Result<ExitCode, Failure> 
 fn tokens(mut args: janus_registration::cli::TokensArgs) -> Result<ExitCode, Failure> {
     args.command.read_secrets()?;
     if let Some(client) = remote(&args.remote)? {
-        print(&runtime()?.block_on(janus_registration::admin_api::client::tokens(&client, &args.command))?);
+        print(&runtime()?.block_on(admin_cli::remote_tokens(&client, &args.command))?);
         return Ok(ExitCode::SUCCESS);
     }
     let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-    act_as(args.acting_for.as_deref())?;
-    print(&admin::tokens(state, &args.command)?);
+    let actor = actor_here(args.acting_for.as_deref())?;
+    print(&admin_cli::tokens(state, &args.command, &actor)?);
     Ok(ExitCode::SUCCESS)
 }
 
@@ -219,14 +219,6 @@ fn write_manpages(command: clap::Command, parent: &str, dir: &std::path::Path) -
         written += write_manpages(sub.clone(), &name, dir)?;
     }
     Ok(written)
-}
-
-/// Names the admin the audit trail credits (`--as`), when given.
-fn act_as(name: Option<&str>) -> Result<(), Failure> {
-    match name {
-        Some(name) => janus_registration::store::audit::act_as(name).map_err(Into::into),
-        None => Ok(()),
-    }
 }
 
 fn runtime() -> Result<tokio::runtime::Runtime, Failure> {

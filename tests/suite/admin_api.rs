@@ -7,7 +7,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use janus_registration::admin_api::client::AdminClient;
-use janus_registration::admin_api::{AdminApiConfig, AdminDoor, Scope};
+use janus_registration::admin::listener::{AdminApiConfig, AdminDoor};
+use janus_registration::admin_api::Scope;
 use janus_registration::certs::{self, Minted};
 use secrecy::ExposeSecret;
 use serde_json::json;
@@ -147,7 +148,7 @@ async fn the_api_refuses_no_certificate_a_nodes_another_cas_an_expired_one_and_a
     let fx = Fixture::new();
     let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
     let (server, admin) = with_admin_api(&fx, &admin_ca).await;
-    let refused = |what: &str, result: Result<_, String>| match result {
+    let refused = |what: &str, result: Result<_, janus_registration::admin_api::client::ClientError>| match result {
         Err(_) => {}
         Ok(janus_registration::admin_api::client::Reply { status, body }) => {
             panic!("{what}: answered {status} {body}")

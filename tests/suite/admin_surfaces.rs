@@ -128,7 +128,7 @@ async fn every_route_is_refused_to_every_credential_without_its_scope() {
                 let stream = api.events(&path, |_| false);
                 match tokio::time::timeout(Duration::from_millis(500), stream).await {
                     Err(_) => 200,
-                    Ok(Err(why)) if why.contains("403") => 403,
+                    Ok(Err(why)) if why.to_string().contains("403") => 403,
                     Ok(other) => panic!("{name} {path}: {other:?}"),
                 }
             } else {
@@ -558,7 +558,7 @@ async fn open_event_streams_end_when_the_server_stops() {
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
     let mut config = fx.config();
     config.shutdown_grace = Duration::from_secs(600);
-    let door = janus_registration::admin_api::AdminDoor::new(janus_registration::admin_api::AdminApiConfig {
+    let door = janus_registration::admin::listener::AdminDoor::new(janus_registration::admin::listener::AdminApiConfig {
         listen: "127.0.0.1:0".parse().unwrap(),
         ca: ca_file,
     });
@@ -578,7 +578,7 @@ async fn open_event_streams_end_when_the_server_stops() {
         loop {
             let probe = tokio::time::timeout(Duration::from_millis(300), api.events("/v1/events", |_| true));
             match probe.await {
-                Ok(Err(why)) if why.contains("503") => return,
+                Ok(Err(why)) if why.to_string().contains("503") => return,
                 // Opened (the two were not both open yet): dropped, tried again.
                 _ => tokio::time::sleep(Duration::from_millis(20)).await,
             }

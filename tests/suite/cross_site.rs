@@ -215,7 +215,7 @@ async fn another_sites_page_cannot_drive_any_route_and_the_consoles_own_requests
         let _ = api.call("POST", &format!("/v1/nodes/{other_id}/reject"), Some(&serde_json::json!({}))).await;
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    assert_eq!(watch.await.unwrap(), Ok(()));
+    assert!(watch.await.unwrap().is_ok());
     assert!(seen.load(std::sync::atomic::Ordering::SeqCst), "an event was read");
     server.stop().await;
 }

@@ -8,7 +8,8 @@ use janus_core::terminal::escape;
 use janus_store::view::ca_sha256_of;
 use janus_store::{NodeId, NodeRecord, NodeState, Store};
 
-use crate::{AdminError, Result};
+use crate::Result;
+use crate::error::{AdminError, Code};
 
 /// The records a command may name a node among.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -52,11 +53,13 @@ pub(crate) fn find_where(
         return match store.read_record(&node)? {
             Some(record) => Ok((node, record)),
             // No path: the words reach admin API clients too.
-            None => Err(AdminError::NotFound(format!("there is no node {key}"))),
+            None => Err(AdminError::new(Code::NodeNotFound, format!("there is no node {key}"))),
         };
     }
+    // No record is named so (names are checked when announced): not found,
+    // as any other name no node has.
     if key.contains('/') || key.contains("..") || key.is_empty() {
-        return Err(AdminError::Usage(format!("{:?} is not a node id, id prefix or name", escape(key))));
+        return Err(AdminError::new(Code::NodeNotFound, format!("no node is named {:?}", escape(key))));
     }
     let candidates: Vec<NodeId> = match among {
         Among::Pending => store.unsettled_ids()?,
@@ -79,13 +82,13 @@ pub(crate) fn find_where(
     }
     match matches.len() {
         1 => Ok(matches.remove(0)),
-        0 => Err(AdminError::NotFound(no_match(store, key, among)?)),
+        0 => Err(AdminError::new(Code::NodeNotFound, no_match(store, key, among)?)),
         n => {
             let mut out = format!("{:?} matches {n} nodes; name one by its id:", escape(key));
             for (id, record) in &matches {
                 let _ = write!(out, "\n  {id}  {}  {}", escape(&record.name), ca_sha256_of(record));
             }
-            Err(AdminError::Ambiguous(out))
+            Err(AdminError::new(Code::AmbiguousName, out))
         }
     }
 }

@@ -1,12 +1,16 @@
-//! The admin commands, `nodes` and `tokens`: day-2 operation on the state
-//! directory itself, with or without a running server (which sees every
-//! change at its next request: files are the source of truth).
+//! Day-2 operation on the state directory, with or without a running
+//! server (which sees every change at its next request: files are the
+//! source of truth): the admin requests as types ([`model`]), the
+//! functions that carry them out ([`approve`], [`reject`], [`forget`],
+//! [`tokens`]…), their refusals as codes ([`AdminError`]), and the admin
+//! listener that serves them to programs ([`api`]) and people
+//! ([`console`]). The command line that prints them is the binary's.
 //!
 //! Invariants: every change goes through the store (durable writes, the
-//! tokens lock `serve` takes) and is audited with the user who made it;
-//! tokens are printed once, when made, and redacted everywhere after; a
-//! check an admin asked for (`--expect-ca-sha256`, `--console`) that fails
-//! changes nothing.
+//! tokens lock `serve` takes) and is audited with the [`Actor`] given,
+//! which names the surface and the admin; tokens are said once, when
+//! made, and redacted everywhere after; a check an admin asked for (an
+//! expected fingerprint, a console log) that fails changes nothing.
 
 use std::path::Path;
 
@@ -15,52 +19,33 @@ mod audit;
 pub mod console;
 mod error;
 mod find;
+pub mod model;
 mod nodes;
 pub mod tokens;
-pub mod user_data;
 mod watch;
-pub use watch::{Followed, follow};
+pub(crate) mod web;
+pub mod credential;
+pub mod listener;
+pub use watch::{Followed, follow, next_decisions};
 
 pub use self::nodes::{
-    Decision, NodeDetail, NodeList, approve, forget, history, node_list, nodes, reject, show_node,
+    Decision, NodeDetail, NodeList, approve, approve_ca, forget, history, node_list, reject, scan_nodes, show_node,
 };
-pub use self::tokens::tokens;
-pub use audit::{audit_trail, event_line};
-pub use error::AdminError;
+pub use audit::{AuditEntry, audit_entry};
+pub use error::{AdminError, Code, Field, Hint, Surface, Then};
 pub(crate) use error::Result;
 use find::{Among, find};
-
-use janus_core::terminal::escape;
-use janus_store::{NodeRecord, Store};
-
-/// The console line a node prints for its CA, and nothing else.
-pub const CONSOLE_MARKER: &str = "pki: this node's CA: SHA-256 ";
-
-pub mod args;
-pub use args::{
-    ApproveArgs, IdArg, ListArgs, NodesCommand, RevokeArgs, ShowArgs, TokensAddArgs, TokensCommand,
-    TokensListArgs, WatchArgs,
+pub use model::{
+    Actor, Approve, ApproveCa, CONSOLE_MARKER, Check, Fingerprint, Mint, NewTokens, NodeFilter, Revoke,
 };
+
+use janus_store::{NodeRecord, Store};
 
 pub use janus_store::view::{NodeView, ca_sha256_of};
 
 /// `record` as `nodes list --json` shows it (see [`Store::node_view`]).
 fn view(store: &Store, record: &NodeRecord) -> Result<NodeView> {
     Ok(store.node_view(record)?)
-}
-
-/// Lowercase hex, colons and spaces dropped: fingerprints as people paste them.
-pub fn normalize_fingerprint(s: &str) -> Result<String> {
-    let hex: String = s.chars().filter(|c| !matches!(c, ':' | ' ')).collect::<String>().to_lowercase();
-    if janus_core::pki::is_hex(&hex, 64) {
-        Ok(hex)
-    } else {
-        Err(AdminError::Usage(format!(
-            "{:?} is not a SHA-256 fingerprint: --expect-ca-sha256 and --ca-sha256 take the 64 hex digits the \
-             node's console prints after `SHA-256` (colons and upper case are fine), e.g. --expect-ca-sha256 2bcdf132…",
-            escape(s)
-        )))
-    }
 }
 
 /// The CA fingerprint of the last `pki: this node's CA: SHA-256 <hex>` line.
@@ -81,7 +66,7 @@ pub fn console_fingerprint(log: &[u8]) -> Option<String> {
 
 /// The state directory, for a command that writes: what it creates belongs
 /// to the directory's owner, also when an admin runs it as root.
-fn open(state: &Path) -> Result<Store> {
+pub fn open_state(state: &Path) -> Result<Store> {
     // A missing or foreign directory is said as such (`open_to_read` makes
     // nothing) before anything looks at its owner.
     Store::open_to_read(state)?;
@@ -91,7 +76,7 @@ fn open(state: &Path) -> Result<Store> {
 
 /// The state directory, for a command that only reads: nothing is created
 /// or marked (a missing `audit/` stays missing).
-fn open_to_read(state: &Path) -> Result<Store> {
+pub fn open_state_to_read(state: &Path) -> Result<Store> {
     Ok(Store::open_to_read(state)?)
 }
 
@@ -109,14 +94,5 @@ mod tests {
         assert_eq!(console_fingerprint(log.as_bytes()), Some(b));
         assert_eq!(console_fingerprint(b"nothing"), None);
         assert_eq!(console_fingerprint(b"pki: this node's CA: SHA-256 abc"), None);
-    }
-
-    #[test]
-    fn fingerprints_as_people_paste_them() {
-        let hex = "AB".repeat(32);
-        assert_eq!(normalize_fingerprint(&hex).unwrap(), "ab".repeat(32));
-        let colons = vec!["AB"; 32].join(":");
-        assert_eq!(normalize_fingerprint(&colons).unwrap(), "ab".repeat(32));
-        assert!(normalize_fingerprint("abc").is_err());
     }
 }

@@ -1,25 +1,22 @@
 //! `nodes`: list, show, approve, reject, forget and history, on records
-//! named by id, id prefix or name ([`super::find`]).
+//! named by id, id prefix or name ([`super::find`]); each returns its
+//! value, and each change is made for the [`Actor`] it is given, its words
+//! in that actor's surface's terms.
 
 use std::fmt::Write as _;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
 
-use super::{
-    AdminError, Among, ApproveArgs, CONSOLE_MARKER, IdArg, ListArgs, NodeView, NodesCommand, Result,
-    ShowArgs, ca_sha256_of, console_fingerprint, event_line, find, normalize_fingerprint, open, open_to_read,
-    view,
-};
-use janus_core::clock::now_unix;
+use super::{Among, NodeView, Result, ca_sha256_of, console_fingerprint, find, view};
+use crate::error::{AdminError, Code, Field, Hint, Surface};
+use crate::model::{Actor, Approve, ApproveCa, CONSOLE_MARKER, Check, Fingerprint, NodeFilter};
 use janus_core::pki;
-use janus_core::terminal::{self, escape, escape_lines};
-use janus_store::audit::current_user;
+use janus_core::terminal::escape;
 use janus_store::{Admitted, NodeId, NodeRecord, NodeState, Store};
 
 /// What `nodes approve`, `reject` and `forget` did: printed by the CLI,
 /// answered by the admin API.
-#[derive(Debug, Clone, Serialize, Deserialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Decision {
     /// Whether anything was written (false: it was so already).
     pub changed: bool,
@@ -42,7 +39,7 @@ impl Decision {
 
 /// One node as `nodes show --json` gives it: the list's fields and what
 /// is computed from the stored CA certificate.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeDetail {
     /// What `nodes list --json` says of it (`ca_sha256` computed from the PEM).
     #[serde(flatten)]
@@ -64,33 +61,6 @@ pub struct NodeDetail {
     pub ca_rejected: Option<bool>,
 }
 
-/// Runs a `nodes` subcommand on the state directory; `Ok` is what to print
-/// (empty when it printed already).
-pub fn nodes(state: &Path, command: &NodesCommand) -> Result<String> {
-    let store = match command {
-        NodesCommand::List(_) | NodesCommand::Show(_) | NodesCommand::History(_) | NodesCommand::Watch(_) => {
-            open_to_read(state)?
-        }
-        _ => open(state)?,
-    };
-    match command {
-        NodesCommand::List(args) => list(&store, args),
-        NodesCommand::Watch(args) => super::watch::watch(&store, args),
-        NodesCommand::Show(ShowArgs { id: node, json }) => {
-            let (_, record) = find(&store, node, Among::All)?;
-            Ok(if *json { terminal::json_text(&detail(&store, &record)?) } else { show(&store, &record)? })
-        }
-        NodesCommand::Approve(args) => Ok(approve(&store, args)?.said),
-        NodesCommand::Reject(IdArg { id: node }) => Ok(reject(&store, node)?.said),
-        NodesCommand::Forget(IdArg { id: node }) => Ok(forget(&store, node)?.said),
-        NodesCommand::History(ShowArgs { id: node, json }) => {
-            let events = history(&store, node)?;
-            let render = |e: &serde_json::Value| if *json { terminal::json_text(e) } else { event_line(e) };
-            Ok(events.iter().map(render).collect::<Vec<_>>().join("\n"))
-        }
-    }
-}
-
 /// `nodes show`: the node `key` names (id, prefix or name), among all.
 pub fn show_node(store: &Store, key: &str) -> Result<NodeDetail> {
     let (_, record) = find(store, key, Among::All)?;
@@ -98,7 +68,7 @@ pub fn show_node(store: &Store, key: &str) -> Result<NodeDetail> {
 }
 
 /// `nodes reject`: the node `key` names and its CA, rejected in the caller's name.
-pub fn reject(store: &Store, key: &str) -> Result<Decision> {
+pub fn reject(store: &Store, key: &str, actor: &Actor) -> Result<Decision> {
     let (id, record) =
         find(store, key, Among::NotRejected).or_else(|e| find(store, key, Among::All).map_err(|_| e))?;
     let ca = ca_sha256_of(&record);
@@ -114,7 +84,7 @@ pub fn reject(store: &Store, key: &str) -> Result<Decision> {
         ));
     }
     let was_admitted = store.state_of(&record)? == NodeState::Admitted;
-    store.reject(&id, &ca, &current_user())?;
+    store.reject(&id, &ca, &actor.audit_name())?;
     if was_admitted {
         // Its trust went out (in the answer, or at a poll): a
         // rejection cannot call it back, and the node, trusted, never
@@ -133,19 +103,20 @@ pub fn reject(store: &Store, key: &str) -> Result<Decision> {
     Ok(Decision::changed(
         format!(
             "rejected {id} ({}) and its CA {}: its polls get 404 from now on, and its later \
-             announcements (new ids, same CA) are rejected at once; `nodes forget {id}` lifts that",
+             announcements (new ids, same CA) are rejected at once; {}",
             escape(&record.name),
-            escape(&ca)
+            escape(&ca),
+            Hint::ForgetLifts(Some(id.to_string())).say(actor.surface)
         ),
         ids,
     ))
 }
 
 /// `nodes forget`: every file of the node `key` names, in the caller's name.
-pub fn forget(store: &Store, key: &str) -> Result<Decision> {
+pub fn forget(store: &Store, key: &str, actor: &Actor) -> Result<Decision> {
     let (id, _) = find(store, key, Among::All)?;
     let ids = vec![id.to_string()];
-    Ok(match store.forget(&id, &current_user())? {
+    Ok(match store.forget(&id, &actor.audit_name())? {
         Some(ca) => Decision::changed(
             format!(
                 "forgot {id}, the record you rejected, and lifted the rejection of its CA {}: its next \
@@ -167,14 +138,14 @@ pub fn history(store: &Store, key: &str) -> Result<Vec<serde_json::Value>> {
     };
     let events = store.history(&id)?;
     if events.is_empty() {
-        return Err(AdminError::NotFound(format!("the audit trail has no events for {id}")));
+        return Err(AdminError::new(Code::NoHistory, format!("the audit trail has no events for {id}")));
     }
     Ok(events)
 }
 
 /// The records a filtered `nodes list` shows, grouped by CA, and the
 /// records it could not read.
-fn filtered(store: &Store, args: &ListArgs) -> Result<(Vec<NodeView>, Vec<String>)> {
+fn filtered(store: &Store, args: &NodeFilter) -> Result<(Vec<NodeView>, Vec<String>)> {
     let admitted = args.admitted || args.admitted_since.is_some();
     // Only the records the filter can show are read: the unsettled ones
     // (no approval, no rejection: names listed, not files opened) for
@@ -229,7 +200,7 @@ fn filtered(store: &Store, args: &ListArgs) -> Result<(Vec<NodeView>, Vec<String
 /// What `nodes list` found: the nodes, and the records it could not show
 /// (each a reason, with its path): a listing is a view, so it goes on past
 /// them, and says so.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct NodeList {
     /// As `nodes list --json` shows them.
     pub nodes: Vec<NodeView>,
@@ -240,7 +211,7 @@ pub struct NodeList {
 /// The nodes `args` asks for, as `nodes list --json` shows them: filtered
 /// ones grouped by CA, oldest first; all of them in directory order. For
 /// the admin API, which answers with them at once.
-pub fn node_list(store: &Store, args: &ListArgs) -> Result<NodeList> {
+pub fn node_list(store: &Store, args: &NodeFilter) -> Result<NodeList> {
     if !args.filters_by_state() {
         let mut nodes = Vec::new();
         let mut unreadable = Vec::new();
@@ -256,141 +227,55 @@ pub fn node_list(store: &Store, args: &ListArgs) -> Result<NodeList> {
     Ok(NodeList { nodes, unreadable })
 }
 
+/// Every record with these `labels`, each as read, to `each` (a million
+/// records' first lines at once: unsorted, ungrouped); what could not be
+/// shown is returned, each a reason.
+pub fn scan_nodes(store: &Store, labels: &[(String, String)], mut each: impl FnMut(NodeView)) -> Result<Vec<String>> {
+    let mut unshown = Vec::new();
+    let mut problems = store.scan(|_, record: NodeRecord| match view(store, &record) {
+        Ok(v) if v.has_labels(labels) => each(v),
+        Ok(_) => {}
+        Err(e) => unshown.push(unreadable_record(&record.id, &e)),
+    })?;
+    problems.append(&mut unshown);
+    Ok(problems)
+}
+
 /// A record a listing could not show, as its reader is told: by id and
 /// the kind of failure, never the server's path (the path and the whole
 /// cause go to the log).
 fn unreadable_record(id: &NodeId, error: &AdminError) -> String {
     tracing::warn!(node = %id, cause = %error, "a record cannot be read or told: left out of a listing");
-    let io = match error {
-        AdminError::State(e) | AdminError::Store(janus_store::StoreError::Io(e)) => Some(e),
-        _ => None,
-    };
-    match io {
-        Some(e) => format!("{id}: cannot be read now ({})", e.kind()),
-        None => format!("{id}: cannot be read or told now"),
-    }
-}
-
-fn say_skipped(problems: Vec<String>) {
-    for problem in problems {
-        eprintln!("janus-registration: skipped an unreadable record: {}", escape(&problem));
-    }
-}
-
-/// `nodes list` with a filter: the matching records, grouped by CA.
-fn list(store: &Store, args: &ListArgs) -> Result<String> {
-    if !args.filters_by_state() {
-        return list_all_streaming(store, args.json, &args.labels);
-    }
-    let (views, problems) = filtered(store, args)?;
-    let mut out = String::new();
-    say_skipped(problems);
-    if args.json {
-        for v in &views {
-            let _ = writeln!(out, "{}", terminal::json_text(v));
+    match error.code {
+        Code::StateUnreadable | Code::DiskFull | Code::LockTimeout => {
+            format!("{id}: cannot be read now ({})", error.said(Surface::Api))
         }
-        return Ok(out.trim_end().to_string());
+        _ => format!("{id}: cannot be read or told now"),
     }
-    let _ = writeln!(out, "{}", list_header());
-    let mut previous: Option<&str> = None;
-    for v in &views {
-        if previous.is_some() && previous != Some(v.ca_sha256.as_str()) {
-            out.push('\n');
-        }
-        let same = previous == Some(v.ca_sha256.as_str());
-        previous = Some(&v.ca_sha256);
-        let _ = writeln!(out, "{}", list_row(v, same));
-    }
-    let _ = write!(out, "{} node(s)", views.len());
-    Ok(out)
-}
-
-/// `nodes list` of every record: each line printed as its record is read,
-/// so the first lines of a million appear at once (unsorted, ungrouped).
-fn list_all_streaming(store: &Store, json: bool, labels: &[(String, String)]) -> Result<String> {
-    use std::io::Write;
-    let stdout = std::io::stdout();
-    let mut out = std::io::BufWriter::new(stdout.lock());
-    if !json {
-        let _ = writeln!(out, "{}", list_header());
-    }
-    let mut count = 0usize;
-    let mut unshown = Vec::new();
-    let mut problems = store.scan(|_, record: NodeRecord| {
-        let v = match view(store, &record) {
-            Ok(v) => v,
-            Err(e) => return unshown.push(e.to_string()),
-        };
-        if !v.has_labels(labels) {
-            return;
-        }
-        let line = if json { terminal::json_text(&v) } else { list_row(&v, false) };
-        // A closed pipe (`| head`) ends the listing quietly.
-        if writeln!(out, "{line}").is_ok() {
-            count += 1;
-        }
-    })?;
-    let _ = out.flush();
-    problems.append(&mut unshown);
-    say_skipped(problems);
-    Ok(if json { String::new() } else { format!("{count} node(s)") })
-}
-
-fn list_header() -> String {
-    format!(
-        "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  CA SHA-256",
-        "ID", "NAME", "ADDRESS", "PEER", "STATE", "AGE"
-    )
-}
-
-/// One row of `nodes list`, every field from the node escaped.
-fn list_row(v: &NodeView, same_ca: bool) -> String {
-    format!(
-        "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  {}{}",
-        escape(&v.id),
-        escape(&v.name),
-        escape(&v.address),
-        escape(v.peer_address.as_deref().unwrap_or("-")),
-        format!("{:?}", v.state).to_lowercase(),
-        age(v.announced_at.as_deref()),
-        escape(&v.ca_sha256),
-        if same_ca { "  (same CA: re-announced)" } else { "" }
-    )
-}
-
-/// `nodes approve`: every pending node of one CA (`--ca-sha256`), or one
-/// node checked against its console.
-pub fn approve(store: &Store, args: &ApproveArgs) -> Result<Decision> {
-    if let Some(hex) = &args.ca_sha256 {
-        return approve_by_ca(store, &normalize_fingerprint(hex)?, args.force);
-    }
-    let id = args
-        .id
-        .as_deref()
-        .ok_or_else(|| AdminError::Usage("name the node to approve, or give --ca-sha256".into()))?;
-    approve_one(store, id, args)
 }
 
 /// `nodes approve --ca-sha256 HEX`: every pending record of that CA (with
-/// `--force`, those rejected only for their CA too).
-fn approve_by_ca(store: &Store, want: &str, force: bool) -> Result<Decision> {
-    let user = current_user();
+/// `force`, those rejected only for their CA too), for `actor`.
+pub fn approve_ca(store: &Store, request: &ApproveCa, actor: &Actor) -> Result<Decision> {
+    let (want, force) = (request.ca.hex(), request.force);
     let (records, unreadable) = store.list_records()?;
     // A record left unread could be one of this CA's: which ones an
     // approval by CA covers cannot be told.
     if let Some(why) = unreadable.first() {
-        return Err(AdminError::Store(janus_store::StoreError::Io(std::io::Error::other(format!(
-            "cannot tell which records have the CA {want}: {why}"
-        )))));
+        tracing::warn!(cause = %why, "an approval by CA cannot tell which records it covers");
+        return Err(AdminError::new(
+            Code::StateUnreadable,
+            format!("cannot tell which records have the CA {want}: a record cannot be read now"),
+        ));
     }
     let ca_rejected = store.is_ca_rejected(want)?;
     if ca_rejected && !force {
-        return Err(AdminError::Refused(rejected_ca_refusal(want)));
+        return Err(rejected_ca_refusal(want));
     }
     let mut matching = Vec::new();
     let mut approved = Vec::new();
     for record in records.iter().filter(|r| ca_sha256_of(r) == want) {
-        // With --force, the records rejected only because their CA was are
+        // With force, the records rejected only because their CA was are
         // approved too: what the admin asked for.
         match store.state_of(record)? {
             NodeState::Pending => matching.push(record),
@@ -404,36 +289,36 @@ fn approve_by_ca(store: &Store, want: &str, force: bool) -> Result<Decision> {
             let said = format!("already approved ({}); nothing changed", approved.join(", "));
             return Ok(Decision::unchanged(said, approved));
         }
-        return Err(AdminError::NotFound(format!("no pending node has the CA SHA-256 {want}")));
+        return Err(AdminError::new(Code::NodeNotFound, format!("no pending node has the CA SHA-256 {want}")));
     }
     let forced = force && ca_rejected;
     let mut out = String::new();
     let mut ids = Vec::new();
     for record in matching {
-        store.admit(Admitted::by_command(record.id.clone(), user.clone(), Some(want.to_string()), forced))?;
+        let admitted = Admitted::by_command(record.id.clone(), actor.audit_name(), Some(want.to_string()), forced);
+        store.admit(admitted)?;
         let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
         ids.push(record.id.to_string());
     }
     Ok(Decision::changed(out.trim_end().to_string(), ids))
 }
 
-/// `nodes approve ID`: one node, its CA checked against its console
-/// (`--console`, `--expect-ca-sha256`) unless `--unchecked`.
-fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<Decision> {
-    let user = current_user();
-    let (node, record) =
-        find(store, id, Among::Pending).or_else(|e| match (&e, &args.console, NodeId::parse(id)) {
-            // A name several pending records carry: the one whose CA the
-            // console log names, when exactly one has it.
-            (AdminError::Ambiguous(_), Some(_), _) => match expected_fingerprint(args, id)? {
-                Some(want) => crate::find::find_where(store, id, Among::Pending, |r| ca_sha256_of(r) == want)
-                    .map_err(|_| e),
-                None => Err(e),
-            },
-            (_, _, Some(_)) => Err(e),
-            // An admitted node named again: say so rather than "no match".
-            (_, _, None) => find(store, id, Among::All).map_err(|_| e),
-        })?;
+/// `nodes approve ID`, `POST /v1/nodes/{id}/approve`, the console's
+/// approve form: one node, its CA checked as `request` says, for `actor`.
+pub fn approve(store: &Store, request: &Approve, actor: &Actor) -> Result<Decision> {
+    let key = request.node.as_str();
+    let (node, record) = find(store, key, Among::Pending).or_else(|e| match (&request.check, NodeId::parse(key)) {
+        // A name several pending records carry: the one whose CA the
+        // console log names, when exactly one has it.
+        (Check::ConsoleLog(_), _) if e.code == Code::AmbiguousName => match expected(&request.check)? {
+            Some(want) => crate::find::find_where(store, key, Among::Pending, |r| ca_sha256_of(r) == want.hex())
+                .map_err(|_| e),
+            None => Err(e),
+        },
+        (_, Some(_)) => Err(e),
+        // An admitted node named again: say so rather than "no match".
+        (_, None) => find(store, key, Among::All).map_err(|_| e),
+    })?;
     let id = node.as_str();
     let ids = vec![id.to_string()];
     if store.approved_now(&node)? && !store.poll_refused_now(&node)? {
@@ -441,46 +326,51 @@ fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<Decision> 
         return Ok(Decision::unchanged(said, ids));
     }
     let for_ca_only = store.rejected_for_ca_only(&node)?;
-    if store.rejected_now(&node)? && !(args.force && for_ca_only) {
-        return Err(AdminError::Refused(if for_ca_only {
-            format!(
-                "{id} was rejected because its CA {} was (`nodes reject`), and so is every later \
-                 announcement of that CA; approve this one anyway with --force, or lift the rejection \
-                 with `nodes forget` of the record you rejected",
-                ca_sha256_of(&record)
+    if store.rejected_now(&node)? && !(request.force && for_ca_only) {
+        return Err(if for_ca_only {
+            AdminError::new(
+                Code::CaRejected,
+                format!(
+                    "{id} was rejected because its CA {} was, and so is every later announcement of that CA",
+                    ca_sha256_of(&record)
+                ),
             )
+            .with_hint(Hint::Force)
         } else {
-            format!(
-                "{id} was rejected with `nodes reject`; its CA's later announcements are rejected too. \
-                 To admit it after all: `nodes forget {id}` lifts the rejection, then approve its next \
-                 announcement"
+            AdminError::new(
+                Code::NodeRejected,
+                format!(
+                    "{id} was rejected; its CA's later announcements are rejected too. To admit it after all, \
+                     lift the rejection, then approve its next announcement"
+                ),
             )
-        }));
+            .with_hint(Hint::ForgetLifts(Some(id.to_string())))
+        });
     }
     let have = ca_sha256_of(&record);
-    if store.is_ca_rejected(&have)? && !args.force {
-        return Err(AdminError::Refused(rejected_ca_refusal(&have)));
+    if store.is_ca_rejected(&have)? && !request.force {
+        return Err(rejected_ca_refusal(&have));
     }
-    let expected = expected_fingerprint(args, id)?;
+    let expected = expected(&request.check)?;
     if let Some(want) = &expected
-        && *want != have
+        && want.hex() != have
     {
-        let source = match &args.console {
-            Some(log) if args.expect_ca_sha256.is_none() => format!("the console log {}", log.display()),
-            _ => args.expected_from.unwrap_or("--expect-ca-sha256").to_string(),
+        let source = match (&request.check, actor.surface) {
+            (Check::ConsoleLog(log), _) => format!("the console log {}", log.display()),
+            (_, surface) => Field::ExpectedFingerprint.name(surface).to_string(),
         };
-        return Err(AdminError::Refused(format!(
-            "refusing: {id}'s CA is SHA-256 {have}, but {source} says {want} - not that node"
-        )));
+        return Err(AdminError::new(
+            Code::FingerprintMismatch,
+            format!("refusing: {id}'s CA is SHA-256 {have}, but {source} says {want} - not that node"),
+        )
+        .on(Field::ExpectedFingerprint));
     }
-    let forced = args.force && store.is_ca_rejected(&have)?;
-    store.admit(Admitted::by_command(node.clone(), user, expected.clone(), forced))?;
+    let forced = request.force && store.is_ca_rejected(&have)?;
+    let checked = expected.as_ref().map(|f| f.hex().to_string());
+    store.admit(Admitted::by_command(node.clone(), actor.audit_name(), checked, forced))?;
     let said = match expected {
         Some(_) => {
-            format!(
-                "approved {id} ({}): its CA matches; it gets the trust at its next poll",
-                escape(&record.name)
-            )
+            format!("approved {id} ({}): its CA matches; it gets the trust at its next poll", escape(&record.name))
         }
         None => format!(
             "approved {id} ({}) without a fingerprint check; it gets the trust at its next poll",
@@ -490,32 +380,31 @@ fn approve_one(store: &Store, id: &str, args: &ApproveArgs) -> Result<Decision> 
     Ok(Decision::changed(said, ids))
 }
 
-/// The CA fingerprint the admin expects `id` to have: given, or read from
-/// the node's console log; none with `--unchecked`, refused with neither.
-fn expected_fingerprint(args: &ApproveArgs, id: &str) -> Result<Option<String>> {
-    match (&args.expect_ca_sha256, &args.console) {
-        (Some(hex), _) => Ok(Some(normalize_fingerprint(hex)?)),
-        (None, Some(path)) => {
-            let log = std::fs::read(path).map_err(|cause| AdminError::Read { path: path.clone(), cause })?;
-            let shown = console_fingerprint(&log).ok_or_else(|| {
-                AdminError::Refused(format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()))
+/// The CA fingerprint the check expects: given, or read from the node's
+/// console log; none unchecked.
+fn expected(check: &Check) -> Result<Option<Fingerprint>> {
+    match check {
+        Check::Expected(fingerprint) => Ok(Some(fingerprint.clone())),
+        Check::ConsoleLog(path) => {
+            let log = std::fs::read(path).map_err(|cause| {
+                AdminError::new(Code::FileUnreadable, format!("{}: {cause}", path.display()))
             })?;
-            Ok(Some(shown))
+            let shown = console_fingerprint(&log).ok_or_else(|| {
+                AdminError::new(
+                    Code::NoConsoleLine,
+                    format!("{} shows no line `{CONSOLE_MARKER}<hex>` yet", path.display()),
+                )
+            })?;
+            Ok(Fingerprint::from_hex(&shown))
         }
-        (None, None) if args.unchecked => Ok(None),
-        (None, None) => Err(AdminError::Usage(format!(
-            "approving {id} needs a check of its CA against the node's console: --console LOG, or \
-             --expect-ca-sha256 HEX (the line `{CONSOLE_MARKER}<hex>` on its console), or --unchecked \
-             to trust whoever announced under that name"
-        ))),
+        Check::Unchecked => Ok(None),
     }
 }
 
-fn rejected_ca_refusal(ca: &str) -> String {
-    format!(
-        "refusing: the CA SHA-256 {ca} was rejected (`nodes reject`); approve it anyway with --force, \
-         or lift the rejection with `nodes forget` of the record you rejected"
-    )
+fn rejected_ca_refusal(ca: &str) -> AdminError {
+    AdminError::new(Code::CaRejected, format!("refusing: the CA SHA-256 {ca} was rejected"))
+        .with_hint(Hint::ForgetLifts(None))
+        .with_hint(Hint::Force)
 }
 
 /// `nodes show --json`: the list's fields and what `show` computes; a
@@ -544,93 +433,3 @@ fn detail(store: &Store, record: &NodeRecord) -> Result<NodeDetail> {
     Ok(detail)
 }
 
-/// `nodes show`: what an admin checks before approving, every field from
-/// the node escaped, the fingerprint computed from the stored PEM.
-fn show(store: &Store, record: &NodeRecord) -> Result<String> {
-    let v = view(store, record)?;
-    let mut out = String::new();
-    let field = |out: &mut String, label: &str, value: &str| {
-        let _ = writeln!(out, "{label:<14}{}", escape(value));
-    };
-    field(&mut out, "id:", &v.id);
-    field(&mut out, "name:", &v.name);
-    field(&mut out, "address:", &v.address);
-    field(&mut out, "peer address:", v.peer_address.as_deref().unwrap_or("-"));
-    field(&mut out, "state:", &format!("{:?}", v.state).to_lowercase());
-    field(&mut out, "announced:", v.announced_at.as_deref().unwrap_or("-"));
-    field(&mut out, "admitted by:", v.admitted_by.as_deref().unwrap_or("-"));
-    let strict = pki::NodeCa::check(&record.ca_cert_pem).is_ok();
-    match pki::first_certificate(record.ca_cert_pem.as_bytes(), "ca_cert_pem") {
-        Ok(der) => {
-            let computed = pki::sha256_hex(&der);
-            if let Ok(cert) = pki::parse(&der, "ca_cert_pem") {
-                field(&mut out, "CA subject:", &cert.subject().to_string());
-                let validity = cert.validity();
-                let now = now_unix();
-                let flag = if validity.not_after.timestamp() < now {
-                    "  EXPIRED"
-                } else if validity.not_before.timestamp() > now {
-                    "  NOT YET VALID"
-                } else {
-                    ""
-                };
-                let range = format!("{} to {}{flag}", validity.not_before, validity.not_after);
-                field(&mut out, "CA valid:", &range);
-            }
-            field(&mut out, "CA SHA-256:", &computed);
-            if let Some(stored) = record.ca_sha256.as_deref().filter(|s| *s != computed) {
-                let _ = writeln!(
-                    out,
-                    "WARNING: the record's stored ca_sha256 ({}) is not its certificate's; the line above is \
-                     computed from the stored PEM",
-                    escape(stored)
-                );
-            }
-            match store.is_ca_rejected(&computed) {
-                Ok(true) => {
-                    let _ = writeln!(out, "WARNING: this CA was rejected (`nodes reject`)");
-                }
-                Ok(false) => {}
-                Err(e) => {
-                    let _ = writeln!(
-                        out,
-                        "WARNING: whether this CA was rejected cannot be told: {}",
-                        escape(&e.to_string())
-                    );
-                }
-            }
-            let _ = writeln!(out, "The node's console shows: {CONSOLE_MARKER}{computed}");
-        }
-        Err(e) => {
-            let _ = writeln!(
-                out,
-                "WARNING: the stored ca_cert_pem holds no certificate: {}",
-                escape(&e.to_string())
-            );
-        }
-    }
-    if !strict {
-        let _ = writeln!(
-            out,
-            "WARNING: the stored ca_cert_pem is not exactly one CA certificate block (shown escaped)"
-        );
-    }
-    out.push_str(&escape_lines(record.ca_cert_pem.trim_end()));
-    Ok(out)
-}
-
-/// `3m`, `5h`, `2d` since an RFC 3339 time.
-fn age(at: Option<&str>) -> String {
-    let Some(t) =
-        at.and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
-    else {
-        return "-".into();
-    };
-    let secs = (now_unix() - t.unix_timestamp()).max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
-}

@@ -8,15 +8,10 @@
 //! names), through the trail's one follower ([`Follower`]: flat memory,
 //! each event once, a crash's repeat dropped).
 
-use std::io::Write;
-
-use super::{Result, WatchArgs};
-use janus_core::terminal;
+use super::Result;
+use crate::error::Surface;
 use janus_store::Store;
 use janus_store::follow::{Follower, LOOK_EVERY};
-
-/// The events `nodes watch` prints.
-const WATCHED: [&str; 4] = ["admitted", "readmitted", "rejected", "forgotten"];
 
 /// Which of the trail's events a follower passes on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,40 +24,20 @@ pub enum Followed {
 }
 
 /// The decisions appended since `follower`'s last look, each with its node.
-fn next_decisions(follower: &mut Follower, store: &Store) -> Result<Vec<serde_json::Value>> {
+pub fn next_decisions(follower: &mut Follower, store: &Store) -> Result<Vec<serde_json::Value>> {
     next_events(follower, store, Followed::Decisions)
 }
 
 fn next_events(follower: &mut Follower, store: &Store, followed: Followed) -> Result<Vec<serde_json::Value>> {
     let mut events = follower.next(store)?;
     if followed == Followed::Kinds {
-        return Ok(events.iter().map(|event| serde_json::json!({ "event": event["event"] })).collect());
+        return Ok(events.iter().map(|event| serde_json::json!({ "event": crate::audit_entry(event).kind() })).collect());
     }
-    events.retain(|event| WATCHED.contains(&event["event"].as_str().unwrap_or_default()));
+    events.retain(|event| crate::audit_entry(event).is_decision());
     for event in &mut events {
         store.with_node(event);
     }
     Ok(events)
-}
-
-/// Follows (or, with `--once`, prints) the decisions; returns once the
-/// reader went away or, with `--once`, at the end of the trail.
-pub fn watch(store: &Store, args: &WatchArgs) -> Result<String> {
-    let mut follower = Follower::since(args.since);
-    loop {
-        let decisions = next_decisions(&mut follower, store)?;
-        let mut out = std::io::stdout().lock();
-        for event in decisions {
-            if writeln!(out, "{}", terminal::json_text(&event)).is_err() {
-                return Ok(String::new()); // the reader went away
-            }
-        }
-        let _ = out.flush();
-        if args.once {
-            return Ok(String::new());
-        }
-        std::thread::sleep(LOOK_EVERY);
-    }
 }
 
 /// The admin API's event streams: the trail's events `followed` says (the
@@ -79,7 +54,7 @@ pub async fn follow(
     loop {
         let looked = tokio::task::spawn_blocking(move || {
             let decisions =
-                super::open_to_read(&state).and_then(|store| next_events(&mut follower, &store, followed));
+                super::open_state_to_read(&state).and_then(|store| next_events(&mut follower, &store, followed));
             (state, follower, decisions)
         })
         .await;
@@ -88,7 +63,7 @@ pub async fn follow(
         let decisions = match decisions {
             Ok(decisions) => decisions,
             Err(e) => {
-                let _ = sender.send(serde_json::json!({ "event": "error", "error": e.to_string() })).await;
+                let _ = sender.send(serde_json::json!({ "event": "error", "code": e.code, "error": e.said(Surface::Api) })).await;
                 return;
             }
         };

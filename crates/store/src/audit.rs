@@ -242,21 +242,6 @@ pub fn token_fingerprint(token: &str) -> String {
     janus_core::pki::sha256_hex(token.as_bytes())[..12].to_string()
 }
 
-/// The admin an admin command acts for (`--as`), set once at its start.
-static ACTING_FOR: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-
-/// Names the admin this process acts for in every audit event it writes
-/// (`--as NAME`, `JANUS_REGISTRATION_ADMIN`): in a container every command
-/// runs as the image's user, so who acted would be lost. 1 to 64 letters,
-/// digits, `.`, `_`, `-` or `@`; `Err` says what is wrong.
-pub fn act_as(name: &str) -> Result<(), String> {
-    if !is_admin_name(name) {
-        return Err("--as must be 1 to 64 letters, digits, '.', '_', '-' or '@' (an admin's name)".into());
-    }
-    let _ = ACTING_FOR.set(name.to_string());
-    Ok(())
-}
-
 /// Whether `name` may name an admin in the audit trail: 1 to 64 letters,
 /// digits, `.`, `_`, `-` or `@`.
 pub fn is_admin_name(name: &str) -> bool {
@@ -264,35 +249,9 @@ pub fn is_admin_name(name: &str) -> bool {
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'_' | b'-' | b'@'))
 }
 
-thread_local! {
-    /// The admin the work on this thread acts for ([`acting_for_here`]).
-    static ACTING_HERE: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
-}
-
-/// Runs `work` with every audit event it writes on this thread naming
-/// `name` (an admin API credential's), whatever the process acts for.
-pub fn acting_for_here<T>(name: &str, work: impl FnOnce() -> T) -> T {
-    struct Reset;
-    impl Drop for Reset {
-        fn drop(&mut self) {
-            ACTING_HERE.with(|here| here.borrow_mut().take());
-        }
-    }
-    ACTING_HERE.with(|here| *here.borrow_mut() = Some(name.to_string()));
-    let _reset = Reset;
-    work()
-}
-
-/// The user running this process, for the audit trail: the admin an admin
-/// API request acts for ([`acting_for_here`]), the admin named with
-/// [`act_as`], else sudo's caller, else the login name, else the uid's.
+/// The user running this process, for the audit trail of a command run
+/// without `--as`: sudo's caller, else the login name, else the uid's.
 pub fn current_user() -> String {
-    if let Some(name) = ACTING_HERE.with(|here| here.borrow().clone()) {
-        return name;
-    }
-    if let Some(name) = ACTING_FOR.get() {
-        return name.clone();
-    }
     std::env::var("SUDO_USER")
         .or_else(|_| std::env::var("USER"))
         .ok()

@@ -237,7 +237,7 @@ const PROBE_BYTES: usize = 8 * 1024;
 pub const DEFAULT_READMIT_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
 /// Where a node stands, derived from the files alone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum NodeState {
     /// Waiting for an admin.

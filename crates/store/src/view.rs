@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::{NodeId, NodeRecord, NodeState, Store, StoreResult};
 
 /// One node as `nodes list --json` gives it: stable field names.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct NodeView {
     /// The node id.
     pub id: String,
@@ -54,7 +54,13 @@ impl Store {
         let approval = store.approval(&record.id)?;
         let admitted_by = approval
             .as_ref()
-            .map(|(a, _)| if a.user.is_empty() { a.by.to_string() } else { format!("{} ({})", a.by, a.user) })
+            // An admin's surface and name (`api (orchestrator)`) say who; an
+            // older record's bare user name is said after how.
+            .map(|(a, _)| match a.user.as_str() {
+                "" => a.by.to_string(),
+                actor if actor.ends_with(')') => actor.to_string(),
+                user => format!("{} ({user})", a.by),
+            })
             .or_else(|| record.admitted_by.as_ref().map(ToString::to_string));
         Ok(NodeView {
             id: record.id.to_string(),

@@ -1,27 +1,45 @@
 //! The admin API described as an OpenAPI 3.1 document (`GET
 //! /v1/openapi.json`): its paths, methods and scopes come from the route
-//! table itself ([`super::route_table`]), so a route cannot be served and
-//! left out; what each takes and answers is said here, beside it.
+//! table itself ([`super::route_table`]), its schemas are derived from the
+//! types the handlers take and answer ([`super::wire`], utoipa's
+//! `ToSchema`), and the few constraints a derive cannot say (the labels'
+//! keys, `token` versus `count`, path and query patterns) are written
+//! here, beside the parsers that enforce them.
 //!
 //! Invariants: every route of the table is in the document and nothing
-//! else is (a test walks both); every operation lists the statuses the
-//! error table can give it; no operation answers 409.
+//! else is (a test walks both); every operation lists every status the
+//! listener can answer it with, each refusal as `application/problem+json`
+//! with the closed list of codes; no operation answers 409; schemathesis
+//! (CI: scripts/schemathesis-check.sh) finds no request the document
+//! allows that the server refuses, nor the reverse.
 
 use serde_json::{Map, Value, json};
+use utoipa::openapi::ComponentsBuilder;
 
-use super::{Needs, Scope};
+use super::wire::{self, Approval, Decided, NewTokensBody, Rejection, TokenRevoked, TokensMade};
+use crate::credential::{Caller, Scope};
+use crate::error::Code;
+use crate::nodes::{NodeDetail, NodeList};
+use crate::web::{Needs, Problem};
 
 /// What one operation takes and answers, beyond its path and scope.
 struct Operation {
     summary: &'static str,
     parameters: Value,
-    body: Option<Value>,
+    body: Option<&'static str>,
     success: (&'static str, Value),
 }
 
+fn schema(name: &str) -> Value {
+    json!({ "$ref": format!("#/components/schemas/{name}") })
+}
+
+fn node_id_parameter(what: &str) -> Value {
+    json!([{ "name": "id", "in": "path", "required": true, "description": what,
+             "schema": { "type": "string", "minLength": 1, "maxLength": 253 } }])
+}
+
 fn operation(method: &str, path: &str) -> Operation {
-    let schema = |name: &str| json!({ "$ref": format!("#/components/schemas/{name}") });
-    let path_param = |name: &str, what: &str| json!([{ "name": name, "in": "path", "required": true, "description": what, "schema": { "type": "string" } }]);
     let none = json!([]);
     match (method, path) {
         ("get", "/v1/whoami") => Operation {
@@ -39,57 +57,55 @@ fn operation(method: &str, path: &str) -> Operation {
         ("post", "/v1/tokens") => Operation {
             summary: "Make tokens (or register one given), each said once, in this answer",
             parameters: none,
-            body: Some(schema("NewTokens")),
-            success: (
-                "201",
-                json!({ "type": "object", "required": ["tokens"],
-                        "properties": { "tokens": { "type": "array", "items": schema("AddedToken") } } }),
-            ),
+            body: Some("NewTokensBody"),
+            success: ("201", schema("TokensMade")),
         },
         ("delete", "/v1/tokens/{sha256_prefix}") => Operation {
             summary: "Revoke a token by its SHA-256 prefix (12 to 64 hex digits)",
-            parameters: path_param("sha256_prefix", "the token's SHA-256 prefix, as POST /v1/tokens said it"),
+            parameters: json!([{ "name": "sha256_prefix", "in": "path", "required": true,
+                "description": "the token's SHA-256 prefix, as POST /v1/tokens said it",
+                "schema": { "type": "string", "pattern": wire::TOKEN_PREFIX_PATTERN } }]),
             body: None,
-            success: (
-                "200",
-                json!({ "type": "object", "properties": { "revoked": { "type": "object",
-                        "properties": { "sha256_prefix": { "type": "string" } } } } }),
-            ),
+            success: ("200", schema("TokenRevoked")),
         },
         ("get", "/v1/nodes") => Operation {
             summary: "The nodes, filtered by state, token label and admission time",
             parameters: json!([
-                { "name": "state", "in": "query", "schema": { "type": "string", "enum": ["pending", "admitted", "rejected"] } },
-                { "name": "label", "in": "query", "description": "KEY=VALUE; repeatable: all of them", "schema": { "type": "string" } },
-                { "name": "admitted_since", "in": "query", "description": "RFC 3339, or a duration ago (1h)", "schema": { "type": "string" } }
+                { "name": "state", "in": "query", "style": "form", "explode": true,
+                  "description": "repeatable: any of them",
+                  "schema": { "type": "array", "items": { "type": "string", "enum": ["pending", "admitted", "rejected"] } } },
+                { "name": "label", "in": "query", "style": "form", "explode": true,
+                  "description": "KEY=VALUE; repeatable: all of them",
+                  "schema": { "type": "array", "items": { "type": "string", "pattern": "^[^=]*=" } } },
+                { "name": "admitted_since", "in": "query",
+                  "description": "an RFC 3339 time, or a duration ago (90s, 15m, 12h, 10d)",
+                  "schema": { "type": "string", "pattern": "^([0-9]{1,12}(ms|s|m|h|d)?|[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|1[0-9]|2[0-8])[Tt](0[0-9]|1[0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]{1,9})?([Zz]|[+-](0[0-9]|1[0-9]|2[0-3]):[0-5][0-9]))$" } }
             ]),
             body: None,
             success: ("200", schema("NodeList")),
         },
         ("get", "/v1/nodes/{id}") => Operation {
             summary: "One node, by id, id prefix (6 hex digits or more) or name",
-            parameters: path_param("id", "an id, an id prefix or a name"),
+            parameters: node_id_parameter("an id, an id prefix or a name"),
             body: None,
             success: ("200", schema("NodeDetail")),
         },
         ("post", "/v1/nodes/{id}/approve") => Operation {
             summary: "Approve a pending node whose CA is the one expected",
-            parameters: path_param("id", "an id, an id prefix or a pending node's name"),
-            body: Some(
-                json!({ "type": "object", "required": ["expect_ca_sha256"], "additionalProperties": false,
-                "properties": { "expect_ca_sha256": { "type": "string" }, "force": { "type": "boolean" } } }),
-            ),
+            parameters: node_id_parameter("an id, an id prefix or a pending node's name"),
+            body: Some("Approval"),
             success: ("200", schema("Decided")),
         },
         ("post", "/v1/nodes/{id}/reject") => Operation {
             summary: "Reject a node and its CA",
-            parameters: path_param("id", "an id, an id prefix or a name"),
-            body: None,
+            parameters: node_id_parameter("an id, an id prefix or a name"),
+            body: Some("Rejection"),
             success: ("200", schema("Decided")),
         },
         ("get", "/v1/events") => Operation {
             summary: "Server-Sent Events: admitted, readmitted, rejected, forgotten",
-            parameters: json!([{ "name": "since", "in": "query", "description": "a duration ago (1h)", "schema": { "type": "string" } }]),
+            parameters: json!([{ "name": "since", "in": "query", "description": "a duration ago (90s, 1h)",
+                "schema": { "type": "string", "pattern": wire::DURATION_PATTERN } }]),
             body: None,
             success: ("200", json!({ "type": "string", "description": "text/event-stream" })),
         },
@@ -97,21 +113,19 @@ fn operation(method: &str, path: &str) -> Operation {
     }
 }
 
-/// The statuses a route's refusals can give (the error table's), each with the error body.
-fn refusals(needs: Needs, has_body: bool, names_something: bool) -> Vec<(&'static str, &'static str)> {
-    let mut out = vec![("403", "no valid credential, or one without the route's scope")];
-    if has_body || matches!(needs, Needs::Scope(_)) {
-        out.push(("400", "a body, filter or argument the route does not take"));
-    }
-    if names_something {
-        out.push(("404", "no such node or token"));
-        out.push(("422", "a check asked for failed (not the expected CA); nothing changed"));
-    }
-    if matches!(needs, Needs::Scope(_)) {
-        out.push(("503", "the state cannot be read, told or written now; retry later (Retry-After)"));
-        out.push(("500", "our fault; its cause is in the server's log"));
-    }
-    out
+/// The statuses every operation's refusals can have, each with why: the
+/// codes of each status (from [`Code`]) are listed in its description.
+fn refusals() -> Vec<(u16, String)> {
+    let mut statuses: Vec<u16> = Code::ALL.iter().map(|c| c.status()).collect();
+    statuses.sort_unstable();
+    statuses.dedup();
+    statuses
+        .into_iter()
+        .map(|status| {
+            let codes: Vec<&str> = Code::ALL.iter().filter(|c| c.status() == status).map(|c| c.name()).collect();
+            (status, format!("refused: {}", codes.join(", ")))
+        })
+        .collect()
 }
 
 /// The document.
@@ -121,18 +135,23 @@ pub fn document() -> Value {
         let method = method.as_str().to_ascii_lowercase();
         let op = operation(&method, path);
         let mut responses = Map::new();
-        let content = |schema: Value| json!({ "application/json": { "schema": schema } });
         let success = if path == "/v1/events" {
             json!({ "description": "the stream", "content": { "text/event-stream": { "schema": op.success.1 } } })
         } else {
-            json!({ "description": "done", "content": content(op.success.1) })
+            json!({ "description": "done", "content": { "application/json": { "schema": op.success.1 } } })
         };
         responses.insert(op.success.0.into(), success);
-        for (status, why) in refusals(needs, op.body.is_some(), path.contains('{')) {
-            responses.insert(
-                status.into(),
-                json!({ "description": why, "content": content(json!({ "$ref": "#/components/schemas/Error" })) }),
-            );
+        if path == "/v1/nodes" {
+            responses["200"]["links"] = links();
+        }
+        for (status, why) in refusals() {
+            let mut refusal = json!({ "description": why,
+                "content": { "application/problem+json": { "schema": schema("Problem") } } });
+            if status == 503 {
+                refusal["headers"] = json!({ "Retry-After": { "description": "seconds before a retry",
+                    "schema": { "type": "integer" } } });
+            }
+            responses.insert(status.to_string(), refusal);
         }
         let scope = match needs {
             Needs::Credential => "any valid credential".to_string(),
@@ -141,13 +160,15 @@ pub fn document() -> Value {
         let mut operation = json!({
             "summary": op.summary,
             "description": format!("Needs {scope}."),
-            "operationId": format!("{method}{}", path.replace(['/', '{', '}', '.'], "_")),
+            "operationId": operation_id(&method, path),
             "parameters": op.parameters,
             "responses": responses,
             "x-scope": match needs { Needs::Credential => Value::Null, Needs::Scope(s) => json!(s.name()) },
         });
         if let Some(body) = op.body {
-            operation["requestBody"] = json!({ "required": true, "content": content(body) });
+            // A reject takes `{}` or no body: its body is optional.
+            operation["requestBody"] = json!({ "required": body != "Rejection",
+                "content": { "application/json": { "schema": schema(body) } } });
         }
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
         entry[method] = operation;
@@ -158,61 +179,64 @@ pub fn document() -> Value {
             "title": "janus-registration admin API",
             "version": env!("CARGO_PKG_VERSION"),
             "description": "Served by `serve --admin-listen` to client certificates of the admin CA \
-                (docs/orchestrating.md). Scopes: tokens, read, approve, reject.",
+                (docs/orchestrating.md). Scopes: tokens, read, approve, reject. Every refusal is \
+                RFC 9457 application/problem+json with a `code` from a closed list \
+                (docs/orchestrating.md: what a client does for each).",
         },
         "servers": [{ "url": "https://controller.fleet.janus" }],
         "paths": paths,
-        "components": { "schemas": schemas() },
+        "components": {
+            "schemas": schemas(),
+            "securitySchemes": { "adminCredential": { "type": "mutualTLS",
+                "description": "a client certificate of the admin CA; its URI SANs are its scopes" } },
+        },
+        "security": [{ "adminCredential": [] }],
     })
 }
 
-fn schemas() -> Value {
-    let string = json!({ "type": "string" });
-    let nullable = json!({ "type": ["string", "null"] });
-    let labels = json!({ "type": "object", "additionalProperties": { "type": "string" } });
-    let node_view = json!({
-        "type": "object",
-        "required": ["id", "name", "address", "ca_sha256", "state", "ca_cert_pem", "token_labels"],
-        "properties": {
-            "id": string, "name": string, "address": string, "peer_address": nullable,
-            "ca_sha256": string, "state": { "type": "string", "enum": ["pending", "admitted", "rejected"] },
-            "announced_at": nullable, "admitted_by": nullable, "admitted_at": nullable,
-            "ca_cert_pem": string, "token_sha256_prefix": nullable, "token_labels": labels,
-        }
-    });
-    let mut detail = node_view.clone();
-    for (key, value) in [
-        ("stored_ca_sha256_matches", json!({ "type": "boolean" })),
-        ("ca_subject", string.clone()),
-        ("ca_not_before", string.clone()),
-        ("ca_not_after", string.clone()),
-        ("ca_rejected", json!({ "type": "boolean" })),
-    ] {
-        detail["properties"][key] = value;
-    }
+fn operation_id(method: &str, path: &str) -> String {
+    format!("{method}{}", path.replace(['/', '{', '}', '.'], "_"))
+}
+
+/// From a listing to what can be done with its first node.
+fn links() -> Value {
+    let id = json!({ "id": "$response.body#/nodes/0/id" });
     json!({
-        "Error": { "type": "object", "required": ["error"], "properties": { "error": string } },
-        "Caller": { "type": "object", "required": ["name", "scopes"], "properties": {
-            "name": string,
-            "scopes": { "type": "array", "items": { "type": "string", "enum": Scope::ALL.map(Scope::name) } } } },
-        "NewTokens": { "type": "object", "additionalProperties": false, "properties": {
-            "count": { "type": "integer", "minimum": 1, "maximum": crate::tokens::MAX_COUNT },
-            "uses": { "type": "integer", "minimum": 1, "maximum": janus_store::tokens::MAX_USES },
-            "expires_in": { "type": "string", "description": "a duration: 2h, 7d" },
-            "description": string, "labels": labels, "token": string } },
-        "AddedToken": { "type": "object", "required": ["token", "sha256", "sha256_prefix", "uses", "labels"],
-            "properties": { "token": string, "sha256": string, "sha256_prefix": string, "expires_at": nullable,
-                "uses": { "type": "integer" }, "description": nullable, "labels": labels } },
-        "NodeView": node_view,
-        "NodeDetail": detail,
-        "NodeList": { "type": "object", "required": ["nodes", "unreadable"], "properties": {
-            "nodes": { "type": "array", "items": { "$ref": "#/components/schemas/NodeView" } },
-            "unreadable": { "type": "array", "items": string,
-                "description": "records left out: each why it could not be read or told" } } },
-        "Decided": { "type": "object", "required": ["said", "changed"], "properties": {
-            "said": string, "changed": { "type": "boolean" },
-            "node": { "$ref": "#/components/schemas/NodeDetail" } } },
+        "ShowNode": { "operationId": operation_id("get", "/v1/nodes/{id}"), "parameters": id },
+        "ApproveNode": { "operationId": operation_id("post", "/v1/nodes/{id}/approve"), "parameters": id },
+        "RejectNode": { "operationId": operation_id("post", "/v1/nodes/{id}/reject"), "parameters": id },
     })
+}
+
+/// The schemas, derived from the types; then what a derive cannot say.
+fn schemas() -> Value {
+    let components = ComponentsBuilder::new()
+        .schema_from::<Caller>()
+        .schema_from::<Scope>()
+        .schema_from::<NewTokensBody>()
+        .schema_from::<TokensMade>()
+        .schema_from::<TokenRevoked>()
+        .schema_from::<Approval>()
+        .schema_from::<Rejection>()
+        .schema_from::<Decided>()
+        .schema_from::<NodeList>()
+        .schema_from::<NodeDetail>()
+        .schema_from::<Problem>()
+        .schema_from::<Code>()
+        .build();
+    let mut schemas = serde_json::to_value(&components).unwrap_or_default()["schemas"].take();
+    let labels = json!({ "type": "object", "maxProperties": janus_store::tokens::MAX_LABELS,
+        "propertyNames": { "pattern": "^[A-Za-z0-9._/-]{1,63}$" },
+        "additionalProperties": { "type": "string", "maxLength": janus_store::tokens::MAX_LABEL_VALUE } });
+    let new_tokens = &mut schemas["NewTokensBody"];
+    new_tokens["properties"]["labels"] = labels;
+    new_tokens["additionalProperties"] = json!(false);
+    // `token` registers one; `count` makes some: never both.
+    new_tokens["not"] = json!({ "required": ["token", "count"] });
+    for closed in ["Approval", "Rejection"] {
+        schemas[closed]["additionalProperties"] = json!(false);
+    }
+    schemas
 }
 
 #[cfg(test)]
@@ -232,5 +256,19 @@ mod tests {
         }
         let described: usize = paths.values().map(|p| p.as_object().unwrap().len()).sum();
         assert_eq!(described, table.len(), "a path in the document that is not served");
+    }
+
+    #[test]
+    fn the_schemas_say_the_bounds_and_the_codes() {
+        let document = document();
+        let schemas = &document["components"]["schemas"];
+        let tokens = &schemas["NewTokensBody"]["properties"];
+        assert_eq!(tokens["count"]["maximum"], crate::model::MAX_COUNT);
+        assert_eq!(tokens["uses"]["maximum"], janus_store::tokens::MAX_USES);
+        assert_eq!(tokens["description"]["maxLength"], janus_store::tokens::MAX_DESCRIPTION);
+        assert_eq!(tokens["expires_in_seconds"]["maximum"], crate::model::MAX_LIFETIME.as_secs());
+        assert_eq!(schemas["Approval"]["properties"]["expect_ca_sha256"]["pattern"], crate::model::Fingerprint::PATTERN);
+        let codes: Vec<&str> = schemas["Code"]["enum"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        assert_eq!(codes, Code::ALL.map(Code::name));
     }
 }

@@ -20,7 +20,8 @@ use hmac::{Hmac, KeyInit, Mac as _};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
 
-use crate::api::Caller;
+use crate::credential::Caller;
+use crate::error::{AdminError, Code};
 
 /// The cookie naming this browser.
 pub const COOKIE: &str = "janus_console";
@@ -78,25 +79,31 @@ pub fn new_browser() -> (String, HeaderValue) {
 /// and it carries the browser's cookie, which another site's request does
 /// not (`SameSite=Strict`). What the event stream asks: another site must
 /// not hold the credential's stream slots open through the admin's browser.
-pub fn same_origin(headers: &HeaderMap) -> Result<String, String> {
-    origin_check(headers)?;
-    browser(headers)
-        .ok_or_else(|| "the browser sent no console cookie: reload the page and try again".to_string())
+pub fn same_origin(headers: &HeaderMap) -> Result<String, AdminError> {
+    origin_check(headers).map_err(|why| AdminError::new(Code::CrossSite, why))?;
+    browser(headers).ok_or_else(|| {
+        AdminError::new(Code::FormInvalid, "the browser sent no console cookie: reload the page and try again")
+    })
 }
 
 /// Whether a form post may be done: `Err` says why not, for the page.
-pub fn check(key: &Key, headers: &HeaderMap, caller: &Caller, token: Option<&str>) -> Result<(), String> {
+pub fn check(key: &Key, headers: &HeaderMap, caller: &Caller, token: Option<&str>) -> Result<(), AdminError> {
     let browser = same_origin(headers)?;
     let Some(token) = token else {
-        return Err("the form carries no CSRF token: send it from the console's own page".into());
+        return Err(AdminError::new(
+            Code::FormInvalid,
+            "the form carries no CSRF token: send it from the console's own page",
+        ));
     };
     let expected = key.token(caller, &browser);
     if bool::from(expected.as_bytes().ct_eq(token.as_bytes())) {
         Ok(())
     } else {
-        Err("the form's token is stale (the server restarted, or another replica answered) or not \
-             this credential's: reload the page and send it again"
-            .into())
+        Err(AdminError::new(
+            Code::FormInvalid,
+            "the form's token is stale (the server restarted, or another replica answered) or not \
+             this credential's: reload the page and send it again",
+        ))
     }
 }
 
@@ -146,7 +153,7 @@ mod tests {
             ("sec-fetch-site", "same-origin"),
             ("cookie", &format!("other=1; {COOKIE}={b}")),
         ]);
-        assert_eq!(check(&key, &ok, &caller("1"), Some(&token)), Ok(()));
+        assert!(check(&key, &ok, &caller("1"), Some(&token)).is_ok());
         assert!(check(&key, &ok, &caller("2"), Some(&token)).is_err(), "another credential");
         assert!(check(&Key::new(), &ok, &caller("1"), Some(&token)).is_err(), "another process");
         assert!(check(&key, &ok, &caller("1"), None).is_err(), "no token");

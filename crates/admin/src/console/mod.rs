@@ -19,19 +19,16 @@ use std::sync::{Arc, Mutex};
 
 use axum::body::Body;
 use axum::extract::{Path, RawQuery, Request};
-use axum::handler::Handler;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use axum::routing::MethodRouter;
 use axum::{Extension, Router};
 use maud::Markup;
 
-use crate::api::error::AdminApiError;
-use crate::api::routes::{Api, on_store};
-use crate::api::{Caller, Needs, Scope};
-use crate::{ApproveArgs, ListArgs, TokensAddArgs};
-use janus_endpoint::answer::{ErrorAnswer, Refused};
+use crate::credential::{Caller, Scope};
+use crate::error::{AdminError, Code, Field, Surface};
+use crate::model::{Actor, Approve, Check, Fingerprint, Mint, NewTokens, NodeFilter, Revoke};
+use crate::web::{AdminState, Needs, Routes, on_store, query};
 use pages::{Filter, Frame, Said};
 
 pub mod csrf;
@@ -39,7 +36,7 @@ pub mod pages;
 pub mod search;
 mod serve;
 
-pub use serve::CONTENT_SECURITY_POLICY;
+pub use crate::web::layers::CONTENT_SECURITY_POLICY;
 
 /// What the console keeps between requests: its form key, and the mint
 /// forms already done.
@@ -81,55 +78,29 @@ impl DoneForms {
     }
 }
 
-/// The console's routes under construction: a page (`GET`) or a form
-/// (`POST`) goes in with the scope it needs, a form behind [`csrf::check`]
-/// too; the builder picks the method, and nothing else adds a route, so
-/// none is without its checks.
-struct Routes {
-    router: Router<Api>,
-    table: Vec<(Method, &'static str, Needs)>,
-}
-
-impl Routes {
-    /// A `GET`: it changes nothing, so it needs only its scope.
-    fn page<H: Handler<T, Api>, T: 'static>(mut self, path: &'static str, needs: Needs, handler: H) -> Self {
-        self.table.push((Method::GET, path, needs));
-        self.router = self.router.route(path, guarded(needs, axum::routing::get(handler)));
-        self
-    }
-
-    /// A `POST`: its scope, then [`checked_form`] (the CSRF check).
-    fn form<H: Handler<T, Api>, T: 'static>(mut self, path: &'static str, needs: Needs, handler: H) -> Self {
-        self.table.push((Method::POST, path, needs));
-        let checked = axum::routing::post(handler).route_layer(axum::middleware::from_fn(checked_form));
-        self.router = self.router.route(path, guarded(needs, checked));
-        self
-    }
-}
-
-/// `handler` behind the check of `needs`.
-fn guarded(needs: Needs, handler: MethodRouter<Api>) -> MethodRouter<Api> {
-    handler.route_layer(axum::middleware::from_fn(move |r: Request, n: Next| guard(needs, r, n)))
-}
-
+/// The console's routes: a page (`GET`) needs only its scope; a form
+/// (`POST`) its scope, then [`checked_form`] (the CSRF check).
 fn build() -> Routes {
+    use axum::routing::{get, post};
     let read = Needs::Scope(Scope::Read);
-    let routes = Routes { router: Router::new(), table: Vec::new() };
-    routes
-        .page("/console/", read, pending_page)
-        .page("/console/nodes", read, nodes_page)
-        .page("/console/nodes/{id}", read, node_page)
-        .form("/console/nodes/{id}/approve", Needs::Scope(Scope::Approve), approve)
-        .page("/console/nodes/{id}/reject", Needs::Scope(Scope::Reject), reject_confirm)
-        .form("/console/nodes/{id}/reject", Needs::Scope(Scope::Reject), reject)
-        .page("/console/nodes/{id}/forget", Needs::Scope(Scope::Reject), forget_confirm)
-        .form("/console/nodes/{id}/forget", Needs::Scope(Scope::Reject), forget)
-        .page("/console/tokens", read, tokens_page)
-        .form("/console/tokens", Needs::Scope(Scope::Tokens), mint)
-        .page("/console/tokens/{prefix}/revoke", Needs::Scope(Scope::Tokens), revoke_confirm)
-        .form("/console/tokens/{prefix}/revoke", Needs::Scope(Scope::Tokens), revoke)
-        .page("/console/events", read, serve::events)
-        .page("/console/assets/{file}", Needs::Credential, serve::asset)
+    let form = |handler| axum::routing::MethodRouter::route_layer(handler, axum::middleware::from_fn(checked_form));
+    let (approve_, reject_, tokens_) =
+        (Needs::Scope(Scope::Approve), Needs::Scope(Scope::Reject), Needs::Scope(Scope::Tokens));
+    Routes::new()
+        .route(Method::GET, "/console/", read, get(pending_page))
+        .route(Method::GET, "/console/nodes", read, get(nodes_page))
+        .route(Method::GET, "/console/nodes/{id}", read, get(node_page))
+        .route(Method::POST, "/console/nodes/{id}/approve", approve_, form(post(approve)))
+        .route(Method::GET, "/console/nodes/{id}/reject", reject_, get(reject_confirm))
+        .route(Method::POST, "/console/nodes/{id}/reject", reject_, form(post(reject)))
+        .route(Method::GET, "/console/nodes/{id}/forget", reject_, get(forget_confirm))
+        .route(Method::POST, "/console/nodes/{id}/forget", reject_, form(post(forget)))
+        .route(Method::GET, "/console/tokens", read, get(tokens_page))
+        .route(Method::POST, "/console/tokens", tokens_, form(post(mint)))
+        .route(Method::GET, "/console/tokens/{prefix}/revoke", tokens_, get(revoke_confirm))
+        .route(Method::POST, "/console/tokens/{prefix}/revoke", tokens_, form(post(revoke)))
+        .route(Method::GET, "/console/events", read, get(serve::events))
+        .route(Method::GET, "/console/assets/{file}", Needs::Credential, get(serve::asset))
 }
 
 /// Every console route's method, path and what it needs, as [`routes`]
@@ -139,25 +110,14 @@ pub fn table() -> Vec<(Method, &'static str, Needs)> {
     build().table
 }
 
-/// The console's routes, added to the admin API's router.
-pub(crate) fn routes(api: &Api) -> Router<Api> {
+/// The console's routes, merged into the admin listener's router.
+pub(crate) fn routes() -> Router<AdminState> {
     build()
         .router
         // A person who types the admin port's address lands on the console.
         .route("/", axum::routing::get(|| async { axum::response::Redirect::to("/console/") }))
         .route("/console", axum::routing::get(|| async { axum::response::Redirect::to("/console/") }))
-        .layer(Extension(api.console.clone()))
-}
-
-/// The route's check, the API's own, answered as a page.
-async fn guard(needs: Needs, mut request: Request, next: Next) -> Response {
-    match crate::api::routes::permitted(needs, &request) {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-            next.run(request).await
-        }
-        Err(refused) => failed(refused),
-    }
+        .layer(Extension(Arc::new(Console::default())))
 }
 
 /// A form's fields, read once its CSRF check passed.
@@ -175,44 +135,28 @@ impl Fields {
 async fn checked_form(Extension(console): Extension<Arc<Console>>, request: Request, next: Next) -> Response {
     let (mut parts, body) = request.into_parts();
     let Some(caller) = parts.extensions.get::<Caller>().cloned() else {
-        return failed(AdminApiError::Forbidden("no credential".into()));
+        return failed(AdminError::new(Code::CredentialInvalid, "no credential"));
     };
     let form_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     if !form_type.starts_with("application/x-www-form-urlencoded") {
-        return failed(AdminApiError::BadRequest(
-            "a console form is sent as application/x-www-form-urlencoded".into(),
-        ));
+        return failed(AdminError::new(Code::InvalidRequest, "a console form is sent as application/x-www-form-urlencoded"));
     }
     let Ok(bytes) = axum::body::to_bytes(body, 16 * 1024).await else {
-        return failed(AdminApiError::BadRequest("the form is larger than 16 KiB, or was cut short".into()));
+        return failed(AdminError::new(Code::BodyTooLarge, "the form is larger than 16 KiB, or was cut short"));
     };
     let fields: HashMap<String, String> = form_urlencoded::parse(&bytes).into_owned().collect();
     if let Err(why) =
         csrf::check(&console.key, &parts.headers, &caller, fields.get(csrf::FIELD).map(String::as_str))
     {
-        return failed(AdminApiError::Forbidden(why));
+        return failed(why);
     }
     parts.extensions.insert(Fields(fields));
     next.run(Request::from_parts(parts, Body::empty())).await
 }
 
-/// An error answered as a page: the API's status table, words and
-/// `Retry-After`, and the same line in the log.
-pub(crate) fn failed(error: AdminApiError) -> Response {
-    let said = error.said();
-    let title = match error.status() {
-        StatusCode::FORBIDDEN => "Refused",
-        StatusCode::NOT_FOUND => "Not found",
-        StatusCode::SERVICE_UNAVAILABLE => "Not now",
-        StatusCode::INTERNAL_SERVER_ERROR => "Failed",
-        _ => "Not done",
-    };
-    let mut response = (error.status(), html(pages::failure(title, &said))).into_response();
-    if let Some(secs) = error.retry_after() {
-        response.headers_mut().insert(header::RETRY_AFTER, secs.max(1).into());
-    }
-    response.extensions_mut().insert(Refused { level: error.log_level(), said, cause: error.withheld() });
-    response
+/// An error answered as a page: the listener's one page refusal.
+pub(crate) fn failed(error: AdminError) -> Response {
+    crate::web::page_refusal(error)
 }
 
 /// A page as the answer's body.
@@ -243,29 +187,42 @@ fn page(status: StatusCode, cookie: Option<HeaderValue>, render: impl FnOnce() -
 
 /// What every page handler takes.
 struct Asked {
-    api: Api,
+    state: AdminState,
     caller: Caller,
     console: Arc<Console>,
     csrf: String,
     cookie: Option<HeaderValue>,
 }
 
-impl axum::extract::FromRequestParts<Api> for Asked {
+impl axum::extract::FromRequestParts<AdminState> for Asked {
     type Rejection = Response;
 
-    async fn from_request_parts(parts: &mut axum::http::request::Parts, api: &Api) -> Result<Self, Response> {
-        let Some(caller) = parts.extensions.get::<Caller>().cloned() else {
-            return Err(failed(AdminApiError::Forbidden("no credential".into())));
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &AdminState,
+    ) -> Result<Self, Response> {
+        let (Some(caller), Some(console)) =
+            (parts.extensions.get::<Caller>().cloned(), parts.extensions.get::<Arc<Console>>().cloned())
+        else {
+            return Err(failed(AdminError::new(Code::CredentialInvalid, "no credential")));
         };
-        Ok(Asked::new(api.clone(), caller, &parts.headers))
+        let (csrf, cookie) = frame_of(&console, &parts.headers, &caller);
+        Ok(Asked { state: state.clone(), caller, console, csrf, cookie })
     }
 }
 
 impl Asked {
-    fn new(api: Api, caller: Caller, headers: &HeaderMap) -> Self {
-        let console = api.console.clone();
-        let (csrf, cookie) = frame_of(&console, headers, &caller);
-        Asked { api, caller, console, csrf, cookie }
+    /// Who acts: the credential, through the console.
+    fn actor(&self) -> Actor {
+        self.caller.actor(Surface::Console)
+    }
+
+    /// `work` on the store, for this page's actor.
+    async fn on_store<T: Send + 'static>(
+        &self,
+        work: impl FnOnce(&janus_store::Store, &Actor) -> Result<T, AdminError> + Send + 'static,
+    ) -> Result<T, AdminError> {
+        on_store(&self.state, self.actor(), work).await
     }
 
     fn frame(&self) -> Frame<'_> {
@@ -273,20 +230,14 @@ impl Asked {
     }
 }
 
-fn list_args() -> ListArgs {
-    ListArgs::everything()
-}
-
-async fn pending_page(asked: Asked, RawQuery(query): RawQuery) -> Response {
+async fn pending_page(asked: Asked, RawQuery(raw): RawQuery) -> Response {
     let mut search = search::Search::default();
-    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        match key.as_ref() {
-            "q" => search = search::Search::new(&value),
-            other => return failed(AdminApiError::BadRequest(format!("{other:?} is not a parameter: q"))),
-        }
+    match query::pairs(raw.as_deref(), &["q"]) {
+        Ok(pairs) => pairs.iter().for_each(|(_, typed)| search = search::Search::new(typed)),
+        Err(refused) => return failed(refused),
     }
-    let args = ListArgs { pending: true, ..list_args() };
-    match on_store(&asked.api, &asked.caller, move |store| crate::node_list(store, &args)).await {
+    let filter = NodeFilter { pending: true, ..NodeFilter::default() };
+    match asked.on_store(move |store, _| crate::node_list(store, &filter)).await {
         Ok(mut list) => {
             list.nodes = search::found(list.nodes, &search);
             page(StatusCode::OK, asked.cookie.clone(), || pages::pending(&asked.frame(), &list, &search))
@@ -295,33 +246,12 @@ async fn pending_page(asked: Asked, RawQuery(query): RawQuery) -> Response {
     }
 }
 
-async fn nodes_page(asked: Asked, RawQuery(query): RawQuery) -> Response {
-    let mut filter = Filter::default();
-    let mut args = list_args();
-    for (key, value) in form_urlencoded::parse(query.unwrap_or_default().as_bytes()) {
-        match (key.as_ref(), value.as_ref()) {
-            ("q", typed) => filter.search = search::Search::new(typed),
-            ("state", "") | ("label", "") => {}
-            ("state", "pending") => args.pending = true,
-            ("state", "admitted") => args.admitted = true,
-            ("state", "rejected") => args.rejected = true,
-            ("label", label) => match crate::args::parse_label(label) {
-                Ok(pair) => args.labels.push(pair),
-                Err(why) => return failed(AdminApiError::BadRequest(format!("label: {why}"))),
-            },
-            (other, _) => {
-                return failed(AdminApiError::BadRequest(format!(
-                    "{other:?} is not a filter: state, label, q"
-                )));
-            }
-        }
-        match key.as_ref() {
-            "state" => filter.state = Some(value.into_owned()),
-            "label" => filter.label = Some(value.into_owned()),
-            _ => {}
-        }
-    }
-    match on_store(&asked.api, &asked.caller, move |store| crate::node_list(store, &args)).await {
+async fn nodes_page(asked: Asked, RawQuery(raw): RawQuery) -> Response {
+    let (filter, args) = match nodes_filter(raw.as_deref()) {
+        Ok(both) => both,
+        Err(refused) => return failed(refused),
+    };
+    match asked.on_store(move |store, _| crate::node_list(store, &args)).await {
         Ok(mut list) => {
             list.nodes = search::found(list.nodes, &filter.search);
             page(StatusCode::OK, asked.cookie.clone(), || pages::nodes(&asked.frame(), &list, &filter))
@@ -330,20 +260,44 @@ async fn nodes_page(asked: Asked, RawQuery(query): RawQuery) -> Response {
     }
 }
 
+/// The nodes page's filter: as the page shows it, and as the listing takes it.
+fn nodes_filter(raw: Option<&str>) -> Result<(Filter, NodeFilter), AdminError> {
+    let mut filter = Filter::default();
+    let mut args = NodeFilter::default();
+    for (key, value) in query::pairs(raw, &["q", "state", "label"])? {
+        match (key.as_str(), value.as_str()) {
+            ("q", typed) => filter.search = search::Search::new(typed),
+            ("state", "") | ("label", "") => {}
+            ("state", "pending") => args.pending = true,
+            ("state", "admitted") => args.admitted = true,
+            ("state", "rejected") => args.rejected = true,
+            ("state", _) => return Err(AdminError::field(Field::State, "must be pending, admitted or rejected")),
+            (_, label) => args.labels.push(crate::model::parse_label(label, Field::LabelFilter)?),
+        }
+        match key.as_str() {
+            "state" => filter.state = Some(value),
+            "label" => filter.label = Some(value),
+            _ => {}
+        }
+    }
+    Ok((filter, args))
+}
+
 /// One node and its history, as they stand now.
 async fn node_and_history(
     asked: &Asked,
     id: String,
-) -> Result<(crate::NodeDetail, Vec<serde_json::Value>), AdminApiError> {
-    on_store(&asked.api, &asked.caller, move |store| {
-        let node = crate::show_node(store, &id)?;
-        let history = match crate::history(store, &node.view.id) {
-            Err(crate::AdminError::NotFound(_)) => Vec::new(),
-            other => other?,
-        };
-        Ok((node, history))
-    })
-    .await
+) -> Result<(crate::NodeDetail, Vec<serde_json::Value>), AdminError> {
+    asked
+        .on_store(move |store, _| {
+            let node = crate::show_node(store, &id)?;
+            let history = match crate::history(store, &node.view.id) {
+                Err(AdminError { code: Code::NoHistory, .. }) => Vec::new(),
+                other => other?,
+            };
+            Ok((node, history))
+        })
+        .await
 }
 
 async fn node_page(asked: Asked, Path(id): Path<String>) -> Response {
@@ -360,7 +314,7 @@ async fn node_page(asked: Asked, Path(id): Path<String>) -> Response {
 async fn after_decision(
     asked: Asked,
     id: String,
-    decided: Result<crate::Decision, AdminApiError>,
+    decided: Result<crate::Decision, AdminError>,
 ) -> Response {
     after_decision_typed(asked, id, decided, None).await
 }
@@ -370,17 +324,17 @@ async fn after_decision(
 async fn after_decision_typed(
     asked: Asked,
     id: String,
-    decided: Result<crate::Decision, AdminApiError>,
+    decided: Result<crate::Decision, AdminError>,
     typed: Option<String>,
 ) -> Response {
-    let mismatched = matches!(decided, Err(AdminApiError::CheckFailed(_)));
+    let mismatched = matches!(decided, Err(AdminError { code: Code::FingerprintMismatch, .. }));
     let (status, said, id) = match decided {
         Ok(decision) => {
             let id = decision.ids.first().cloned().unwrap_or(id);
             (StatusCode::OK, Ok(decision.said), id)
         }
-        Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => return failed(e),
-        Err(e) => (e.status(), Err(e.to_string()), id),
+        Err(e) if e.is_the_states() => return failed(e),
+        Err(e) => (status_of(&e), Err(e.said(Surface::Console)), id),
     };
     match node_and_history(&asked, id).await {
         Ok((node, history)) => page(status, asked.cookie.clone(), || {
@@ -395,24 +349,26 @@ async fn after_decision_typed(
     }
 }
 
+/// A refusal's status, for a page that says it beside the form.
+fn status_of(error: &AdminError) -> StatusCode {
+    StatusCode::from_u16(error.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
 async fn approve(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Path<String>) -> Response {
-    let Some(expected) = fields.get("expect_ca_sha256").map(str::to_string) else {
-        let refused = Err(AdminApiError::BadRequest(
-            "type the CA SHA-256 the node's console printed: the console approves only against it".into(),
+    let Some(expected) = fields.get("expect_ca_sha256") else {
+        let refused = Err(AdminError::new(
+            Code::CheckRequired,
+            "type the CA SHA-256 the node's console printed: the console approves only against it",
         ));
         return after_decision(asked, id, refused).await;
     };
-    let typed = crate::normalize_fingerprint(&expected).ok();
-    let args = ApproveArgs {
-        id: Some(id.clone()),
-        expect_ca_sha256: Some(expected),
-        unchecked: false,
-        console: None,
-        ca_sha256: None,
-        force: false,
-        expected_from: Some("the fingerprint you typed"),
+    let fingerprint = match Fingerprint::parse(expected, Field::ExpectedFingerprint) {
+        Ok(fingerprint) => fingerprint,
+        Err(refused) => return after_decision(asked, id, Err(refused)).await,
     };
-    let decided = on_store(&asked.api, &asked.caller, move |store| crate::approve(store, &args)).await;
+    let typed = Some(fingerprint.hex().to_string());
+    let request = Approve { node: id.clone(), check: Check::Expected(fingerprint), force: false };
+    let decided = asked.on_store(move |store, actor| crate::approve(store, &request, actor)).await;
     after_decision_typed(asked, id, decided, typed).await
 }
 
@@ -425,8 +381,8 @@ const REJECT_SAYS: [&str; 2] = [
 ];
 
 /// The node `id` names, for a confirmation page.
-async fn node_named(asked: &Asked, id: String) -> Result<crate::NodeDetail, AdminApiError> {
-    on_store(&asked.api, &asked.caller, move |store| crate::show_node(store, &id)).await
+async fn node_named(asked: &Asked, id: String) -> Result<crate::NodeDetail, AdminError> {
+    asked.on_store(move |store, _| crate::show_node(store, &id)).await
 }
 
 fn about_node(node: &crate::NodeDetail) -> Vec<(&'static str, String)> {
@@ -471,7 +427,7 @@ async fn reject(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Pa
         return reject_confirm(asked, Path(id)).await;
     }
     let key = id.clone();
-    let decided = on_store(&asked.api, &asked.caller, move |store| crate::reject(store, &key)).await;
+    let decided = asked.on_store(move |store, actor| crate::reject(store, &key, actor)).await;
     after_decision(asked, id, decided).await
 }
 
@@ -502,22 +458,26 @@ async fn forget(asked: Asked, Extension(fields): Extension<Fields>, Path(id): Pa
     }
     let key = id.clone();
     // Only a rejected record is forgotten here: the undo of a rejection.
-    let forgot = on_store(&asked.api, &asked.caller, move |store| {
-        let shown = crate::show_node(store, &key)?;
-        if shown.view.state != janus_store::NodeState::Rejected {
-            return Err(crate::AdminError::Refused(format!(
-                "{} is not rejected: the console forgets only a rejected record (the undo of a rejection)",
-                shown.view.id
-            )));
-        }
-        crate::forget(store, &key)
-    })
-    .await;
+    let forgot = asked
+        .on_store(move |store, actor| {
+            let shown = crate::show_node(store, &key)?;
+            if shown.view.state != janus_store::NodeState::Rejected {
+                return Err(AdminError::new(
+                    Code::NotRejected,
+                    format!(
+                        "{} is not rejected: the console forgets only a rejected record (the undo of a rejection)",
+                        shown.view.id
+                    ),
+                ));
+            }
+            crate::forget(store, &key, actor)
+        })
+        .await;
     match forgot {
         Ok(decision) => page(StatusCode::OK, asked.cookie.clone(), || {
             pages::done(&asked.frame(), "Forgotten", &decision.said)
         }),
-        Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => failed(e),
+        Err(e) if e.is_the_states() => failed(e),
         Err(e) => after_decision(asked, id, Err(e)).await,
     }
 }
@@ -533,7 +493,7 @@ async fn tokens_answer(
     minted: Vec<crate::tokens::AddedToken>,
     said: Option<Result<String, String>>,
 ) -> Response {
-    match on_store(&asked.api, &asked.caller, crate::tokens::list).await {
+    match asked.on_store(|store, _| crate::tokens::list(store)).await {
         Ok(list) => page(status, asked.cookie.clone(), || {
             let said = match &said {
                 Some(Ok(done)) => Some(Said::Done(done)),
@@ -546,52 +506,58 @@ async fn tokens_answer(
     }
 }
 
-/// The mint form's fields as `tokens add` takes them.
-fn mint_args(fields: &Fields) -> Result<TokensAddArgs, String> {
-    let number = |name: &str| -> Result<Option<u64>, String> {
+/// The mint form's fields as the request they ask for, or why not (the
+/// form's label named).
+fn mint_request(fields: &Fields) -> Result<NewTokens, AdminError> {
+    let number = |name: &str, field: Field| -> Result<Option<u64>, AdminError> {
         fields
             .get(name)
-            .map(|v| v.trim().parse::<u64>().map_err(|_| format!("{name}: not a number: {v:?}")))
+            .map(|v| v.trim().parse::<u64>().map_err(|_| AdminError::field(field, "must be a whole number")))
             .transpose()
     };
     let expires_in = fields
         .get("expires_in")
-        .map(|v| janus_core::clock::parse_duration(v.trim()).map_err(|e| format!("expires in: {e}")))
+        .map(|v| {
+            janus_core::clock::parse_duration(v.trim())
+                .map_err(|_| AdminError::field(Field::ExpiresIn, "must be a duration, such as 90m, 24h or 7d"))
+        })
         .transpose()?;
     let mut labels = Vec::new();
-    for label in fields.get("labels").unwrap_or_default().split(',').map(str::trim).filter(|l| !l.is_empty())
-    {
-        labels.push(crate::args::parse_label(label).map_err(|e| format!("labels: {e}"))?);
+    for label in fields.get("labels").unwrap_or_default().split(',').map(str::trim).filter(|l| !l.is_empty()) {
+        labels.push(crate::model::parse_label(label, Field::Labels)?);
     }
-    Ok(TokensAddArgs {
-        count: usize::try_from(number("count")?.unwrap_or(1)).unwrap_or(usize::MAX),
-        description: fields.get("description").map(str::to_string),
+    let count = number("count", Field::Count)?.unwrap_or(1);
+    let request = NewTokens {
+        mint: Mint::Count(usize::try_from(count).unwrap_or(usize::MAX)),
+        uses: number("uses", Field::Uses)?.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
         expires_in,
-        uses: number("uses")?.map(|n| u32::try_from(n).unwrap_or(u32::MAX)),
-        token: None,
-        token_file: None,
-        json: true,
-        labels,
-    })
+        description: fields.get("description").map(str::to_string),
+        labels: NewTokens::labels_from(labels)?,
+    };
+    request.check()?;
+    Ok(request)
 }
 
 async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
-    let args = match mint_args(&fields) {
-        Ok(args) => args,
-        Err(why) => return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why))).await,
+    let request = match mint_request(&fields) {
+        Ok(request) => request,
+        Err(why) => {
+            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why.said(Surface::Console)))).await;
+        }
     };
     let once = fields.get("once").unwrap_or_default().to_string();
     let done = || asked.console.done.lock().unwrap_or_else(|e| e.into_inner());
     if !janus_core::pki::is_hex(&once, 32) || !done().first(&once) {
         let why = "this mint form was sent already (its tokens were shown on its first answer, once): \
                    nothing was minted again; mint from a fresh form";
-        return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why.into()))).await;
+        let status = status_of(&AdminError::new(Code::FormResent, why));
+        return tokens_answer(asked, status, Vec::new(), Some(Err(why.into()))).await;
     }
-    let minted = on_store(&asked.api, &asked.caller, move |store| crate::tokens::add(store, &args)).await;
+    let minted = asked.on_store(move |store, actor| crate::tokens::add(store, &request, actor)).await;
     match &minted {
         // Refused, or failed to write: nothing was minted, so the form may
         // be sent again. (Past the deadline it may have been: kept done.)
-        Err(e) if !matches!(e, AdminApiError::Unavailable(_)) => done().forget(&once),
+        Err(e) if e.code != Code::DeadlineExceeded => done().forget(&once),
         _ => {}
     }
     let minted = minted.map(|made| (format!("minted {} token(s)", made.len()), made));
@@ -600,7 +566,7 @@ async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
 
 /// `GET /console/tokens/{prefix}/revoke`: what revoking it does, then the form.
 async fn revoke_confirm(asked: Asked, Path(prefix): Path<String>) -> Response {
-    let key = match crate::api::routes::token_prefix(&prefix) {
+    let key = match crate::model::token_prefix(&prefix) {
         Ok(key) => key,
         Err(why) => return failed(why),
     };
@@ -624,14 +590,14 @@ async fn revoke(asked: Asked, Extension(fields): Extension<Fields>, Path(prefix)
     if fields.get("confirmed") != Some("yes") {
         return revoke_confirm(asked, Path(prefix)).await;
     }
-    let key = match crate::api::routes::token_prefix(&prefix) {
+    let key = match crate::model::token_prefix(&prefix) {
         Ok(key) => key,
         Err(why) => {
-            return tokens_answer(asked, StatusCode::BAD_REQUEST, Vec::new(), Some(Err(why.to_string())))
-                .await;
+            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why.said(Surface::Console)))).await;
         }
     };
-    let revoked = on_store(&asked.api, &asked.caller, move |store| crate::tokens::revoke(store, &key)).await;
+    let request = Revoke { key };
+    let revoked = asked.on_store(move |store, actor| crate::tokens::revoke(store, &request, actor)).await;
     after_tokens(asked, revoked.map(|r| (format!("revoked the token {}", r.sha256_prefix), Vec::new()))).await
 }
 
@@ -639,14 +605,11 @@ async fn revoke(asked: Asked, Extension(fields): Extension<Fields>, Path(prefix)
 /// tokens it made), or why not; a state that cannot be told is a page of its own.
 async fn after_tokens(
     asked: Asked,
-    done: Result<(String, Vec<crate::tokens::AddedToken>), AdminApiError>,
+    done: Result<(String, Vec<crate::tokens::AddedToken>), AdminError>,
 ) -> Response {
     match done {
         Ok((said, made)) => tokens_answer(asked, StatusCode::OK, made, Some(Ok(said))).await,
-        Err(e @ (AdminApiError::Unavailable(_) | AdminApiError::Internal(_))) => failed(e),
-        Err(e) => {
-            let status = e.status();
-            tokens_answer(asked, status, Vec::new(), Some(Err(e.to_string()))).await
-        }
+        Err(e) if e.is_the_states() => failed(e),
+        Err(e) => tokens_answer(asked, status_of(&e), Vec::new(), Some(Err(e.said(Surface::Console)))).await,
     }
 }

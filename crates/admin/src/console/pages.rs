@@ -12,7 +12,7 @@
 
 use maud::{DOCTYPE, Markup, Render, html};
 
-use crate::api::{Caller, Scope};
+use crate::credential::{Caller, Scope};
 use crate::tokens::{AddedToken, TokenList};
 use crate::{NodeDetail, NodeList, NodeView};
 use janus_store::NodeState;
@@ -473,7 +473,7 @@ fn mint_form(frame: &Frame<'_>) -> Markup {
 
 /// A page that could not be made: the status's words, and what to do.
 pub fn failure(title: &str, said: &str) -> Markup {
-    page_alone(title, html! { p .said.refused role="alert" { (Shown(said)) } })
+    crate::web::failure_page(title, &janus_core::terminal::escape(said))
 }
 
 /// What an action that leaves no page of its own did (a forgotten node).
@@ -484,19 +484,6 @@ pub fn done(frame: &Frame<'_>, title: &str, said: &str) -> Markup {
         Some(Said::Done(said)),
         html! { p { a href="/console/" { "Back to the pending nodes" } } },
     )
-}
-
-/// A page with no frame (no credential to show): a title and `body`.
-fn page_alone(title: &str, body: Markup) -> Markup {
-    html! {
-        (DOCTYPE)
-        html lang="en" {
-            head { meta charset="utf-8"; title { (title) " · janus-registration" }
-                link rel="stylesheet" href="/console/assets/console.css"; }
-            body { main { h1 { (title) } (body)
-                p { a href="/console/" { "Back to the console" } } } }
-        }
-    }
 }
 
 #[cfg(test)]

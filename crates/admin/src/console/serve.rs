@@ -1,8 +1,7 @@
 //! What the console serves besides pages: its one stylesheet and one
-//! script (compiled in: nothing is fetched from elsewhere), the event
-//! stream that keeps the pending list live, and the Content-Security-Policy
-//! every answer of the admin listener carries (added by
-//! [`crate::api::layers::headers`]).
+//! script (compiled in: nothing is fetched from elsewhere), and the event
+//! stream that keeps the pending list live (the Content-Security-Policy
+//! every answer carries is the web layer's: [`crate::web::layers`]).
 //!
 //! Invariants: the policy allows this origin's own stylesheet, script and
 //! event stream; no inline code, no frames, forms posted here only; the event stream says only which kind of event happened (never
@@ -15,13 +14,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
 use super::failed;
-use crate::api::Caller;
-use crate::api::error::AdminApiError;
-use crate::api::routes::Api;
-
-/// The policy: this origin's own stylesheet, script and event stream.
-pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
-     img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+use crate::credential::Caller;
+use crate::error::{AdminError, Code};
+use crate::web::AdminState;
 
 const STYLESHEET: &str = include_str!("console.css");
 const SCRIPT: &str = include_str!("console.js");
@@ -31,7 +26,7 @@ pub async fn asset(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "console.css" => (STYLESHEET, "text/css; charset=utf-8"),
         "console.js" => (SCRIPT, "text/javascript; charset=utf-8"),
-        _ => return failed(AdminApiError::NotFound("no such asset".into())),
+        _ => return failed(AdminError::new(Code::RouteNotFound, "no such asset")),
     };
     (StatusCode::OK, [(header::CONTENT_TYPE, kind)], body).into_response()
 }
@@ -39,15 +34,14 @@ pub async fn asset(Path(file): Path<String>) -> Response {
 /// `GET /console/events`: one `changed` event whenever the audit trail
 /// gains one (an announcement, a decision, a token), saying only its kind.
 pub async fn events(
-    State(api): State<Api>,
+    State(state): State<AdminState>,
     Extension(caller): Extension<Caller>,
     headers: axum::http::HeaderMap,
 ) -> Response {
     // Another site could otherwise make the admin's browser hold this
     // credential's stream slots (the API's too) with an <img> or an EventSource.
     if let Err(why) = super::csrf::same_origin(&headers) {
-        return failed(AdminApiError::Forbidden(why));
+        return failed(why);
     }
-    crate::api::routes::event_stream(&api, &caller, None, crate::Followed::Kinds, Some("changed"))
-        .unwrap_or_else(failed)
+    crate::web::stream::open(&state, &caller, None, crate::Followed::Kinds, Some("changed")).unwrap_or_else(failed)
 }

@@ -10,7 +10,9 @@
 //! may do nothing but say who it is.
 
 /// What a credential may do.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, clap::ValueEnum, serde::Serialize, serde::Deserialize, utoipa::ToSchema,
+)]
 #[serde(rename_all = "kebab-case")]
 pub enum Scope {
     /// Make and revoke registration tokens.
@@ -50,8 +52,16 @@ impl Scope {
     }
 }
 
+/// Why a certificate the handshake took gives no admin power.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NoPower(pub String);
+
+/// Who called, or why their certificate gives no power: in each request's extensions.
+pub type Authenticated = std::sync::Arc<Result<Caller, NoPower>>;
+
 /// Who called, as their verified certificate says.
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, utoipa::ToSchema)]
 pub struct Caller {
     /// The certificate's common name: the admin the audit trail names.
     pub name: String,
@@ -60,21 +70,30 @@ pub struct Caller {
     /// The SHA-256 of its certificate (DER): what the console's forms are
     /// bound to, so one credential's form cannot be posted with another's.
     #[serde(skip)]
+    #[schema(ignore)]
     pub certificate_sha256: String,
 }
 
 impl Caller {
     /// Reads a verified client certificate (DER); `Err` says why it gives no power.
-    pub fn from_der(der: &[u8]) -> Result<Caller, String> {
-        let names = janus_core::pki::names_of(der, "the credential").map_err(|e| e.to_string())?;
-        let name = names.common_name.ok_or("the credential has no common name")?;
+    pub fn from_der(der: &[u8]) -> Result<Caller, NoPower> {
+        let names = janus_core::pki::names_of(der, "the credential").map_err(|e| NoPower(e.to_string()))?;
+        let name = names.common_name.ok_or_else(|| NoPower("the credential has no common name".into()))?;
         if !janus_store::audit::is_admin_name(&name) {
-            return Err("the credential's common name cannot name an admin (1 to 64 letters, digits, '.', '_', '-' or '@')".into());
+            return Err(NoPower(
+                "the credential's common name cannot name an admin (1 to 64 letters, digits, '.', '_', '-' or '@')"
+                    .into(),
+            ));
         }
         let mut scopes: Vec<Scope> = names.uris.iter().filter_map(|uri| Scope::from_uri(uri)).collect();
         scopes.sort();
         scopes.dedup();
         Ok(Caller { name, scopes, certificate_sha256: janus_core::pki::sha256_hex(der) })
+    }
+
+    /// Who acts when this credential calls through `surface`.
+    pub fn actor(&self, surface: crate::error::Surface) -> crate::model::Actor {
+        crate::model::Actor::new(surface, self.name.clone())
     }
 
     /// Whether it may do what `scope` allows.

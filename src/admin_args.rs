@@ -1,5 +1,6 @@
 //! What an admin asks `nodes` and `tokens` for, as the command line parses
-//! it (clap derive) and the commands take it, with no copy in between.
+//! it (clap derive), and each turned into the admin model's request
+//! ([`janus_admin::model`]): the command line is one of its three surfaces.
 
 // clap turns doc comments into help text: the types here are documented
 // by their fields' help (`--help`), and a doc comment on a type would
@@ -11,6 +12,10 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
+use janus_admin::{
+    Actor, AdminError, Approve, ApproveCa, Check, Code, Field, Fingerprint, Mint, NewTokens, NodeFilter, Revoke,
+    Surface,
+};
 use janus_core::clock::parse_duration;
 
 #[derive(Debug, Subcommand)]
@@ -77,23 +82,15 @@ pub struct ListArgs {
 }
 
 impl ListArgs {
-    /// Every node, unfiltered, as JSON: what a program asks before it filters.
-    pub fn everything() -> Self {
-        ListArgs {
-            pending: false,
-            admitted: false,
-            rejected: false,
-            json: true,
-            admitted_since: None,
-            labels: Vec::new(),
+    /// The filter these arguments ask for.
+    pub fn filter(&self) -> NodeFilter {
+        NodeFilter {
+            pending: self.pending,
+            admitted: self.admitted,
+            rejected: self.rejected,
+            admitted_since: self.admitted_since,
+            labels: self.labels.clone(),
         }
-    }
-}
-
-impl ListArgs {
-    /// Whether only some states are listed (`--admitted-since` lists admitted nodes).
-    pub fn filters_by_state(&self) -> bool {
-        self.pending || self.admitted || self.rejected || self.admitted_since.is_some()
     }
 }
 
@@ -133,10 +130,45 @@ pub struct ApproveArgs {
     /// Approve even a node whose CA an admin rejected (`nodes reject`).
     #[arg(long)]
     pub force: bool,
-    /// What the expected fingerprint is called when it does not match
-    /// (not an option: the admin API and the console name their field).
-    #[arg(skip)]
-    pub expected_from: Option<&'static str>,
+}
+
+/// What `nodes approve` asks for: one node, or every pending node of a CA.
+#[derive(Debug)]
+pub enum Approval {
+    /// One node, checked as asked.
+    One(Approve),
+    /// Every pending node of one CA.
+    OfCa(ApproveCa),
+}
+
+impl ApproveArgs {
+    /// The request these arguments make, or why they make none.
+    pub fn request(&self) -> Result<Approval, AdminError> {
+        if let Some(hex) = &self.ca_sha256 {
+            let ca = Fingerprint::parse(hex, Field::CaFingerprint)?;
+            return Ok(Approval::OfCa(ApproveCa { ca, force: self.force }));
+        }
+        let Some(node) = self.id.clone() else {
+            return Err(AdminError::new(Code::InvalidRequest, "name the node to approve, or give --ca-sha256"));
+        };
+        let check = match (&self.expect_ca_sha256, &self.console) {
+            (Some(hex), _) => Check::Expected(Fingerprint::parse(hex, Field::ExpectedFingerprint)?),
+            (None, Some(log)) => Check::ConsoleLog(log.clone()),
+            (None, None) if self.unchecked => Check::Unchecked,
+            (None, None) => {
+                return Err(AdminError::new(
+                    Code::CheckRequired,
+                    format!(
+                        "approving {node} needs a check of its CA against the node's console: --console LOG, or \
+                         --expect-ca-sha256 HEX (the line `{}<hex>` on its console), or --unchecked to trust \
+                         whoever announced under that name",
+                        janus_admin::CONSOLE_MARKER
+                    ),
+                ));
+            }
+        };
+        Ok(Approval::One(Approve { node, check, force: self.force }))
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -186,6 +218,44 @@ pub struct TokensAddArgs {
     pub labels: Vec<(String, String)>,
 }
 
+impl TokensAddArgs {
+    /// The request these arguments make (`--token-file` read already), or why they make none.
+    pub fn request(&self) -> Result<NewTokens, AdminError> {
+        let request = NewTokens {
+            mint: match &self.token {
+                Some(token) => Mint::Given(token.clone()),
+                None => Mint::Count(self.count),
+            },
+            uses: self.uses,
+            expires_in: self.expires_in,
+            description: self.description.clone(),
+            labels: NewTokens::labels_from(self.labels.clone())?,
+        };
+        request.check()?;
+        Ok(request)
+    }
+}
+
+impl RevokeArgs {
+    /// The request these arguments make.
+    pub fn request(&self) -> Revoke {
+        Revoke { key: self.token.clone() }
+    }
+}
+
+/// Who a command acts as: `--as NAME` (an admin's name: 1 to 64 letters,
+/// digits, '.', '_', '-' or '@'), else the user running it.
+pub fn actor_here(acting_for: Option<&str>) -> Result<Actor, AdminError> {
+    match acting_for {
+        Some(name) if janus_store::audit::is_admin_name(name) => Ok(Actor::new(Surface::Command, name)),
+        Some(_) => Err(AdminError::new(
+            Code::InvalidRequest,
+            "--as must be 1 to 64 letters, digits, '.', '_', '-' or '@' (an admin's name)",
+        )),
+        None => Ok(Actor::new(Surface::Command, janus_store::audit::current_user())),
+    }
+}
+
 /// `KEY=VALUE`, split at the first `=`; the bounds are checked with the rest.
 pub fn parse_label(text: &str) -> Result<(String, String), String> {
     match text.split_once('=') {
@@ -211,7 +281,7 @@ pub struct RevokeArgs {
 
 /// A secret given on the command line or in a file: the file's one line
 /// (`-`: standard input), its line ending dropped.
-pub fn read_secret(path: &std::path::Path) -> Result<String, super::AdminError> {
+pub fn read_secret(path: &std::path::Path) -> Result<String, AdminError> {
     use std::io::Read;
     let mut text = String::new();
     let read = if path == std::path::Path::new("-") {
@@ -219,11 +289,11 @@ pub fn read_secret(path: &std::path::Path) -> Result<String, super::AdminError> 
     } else {
         std::fs::File::open(path).and_then(|f| f.take(64 * 1024).read_to_string(&mut text)).map(|_| ())
     };
-    read.map_err(|cause| super::AdminError::Read { path: path.to_path_buf(), cause })?;
+    read.map_err(|cause| AdminError::new(Code::FileUnreadable, format!("{}: {cause}", path.display())))?;
     let line = text.strip_suffix('\n').unwrap_or(&text);
     let line = line.strip_suffix('\r').unwrap_or(line);
     if line.contains('\n') {
-        return Err(super::AdminError::Usage(format!("{}: holds more than one line", path.display())));
+        return Err(AdminError::new(Code::InvalidRequest, format!("{}: holds more than one line", path.display())));
     }
     Ok(line.to_string())
 }
@@ -239,7 +309,7 @@ pub fn warn_secret_on_argv(flag: &str) {
 impl TokensCommand {
     /// Takes the token of `--token-file` (or `revoke -`) in, off the
     /// command line; warns of one given on it.
-    pub fn read_secrets(&mut self) -> Result<(), super::AdminError> {
+    pub fn read_secrets(&mut self) -> Result<(), AdminError> {
         match self {
             TokensCommand::Add(args) => {
                 if let Some(path) = args.token_file.take() {

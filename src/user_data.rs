@@ -12,7 +12,14 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use super::{AdminError, Result, TokensAddArgs};
+use crate::admin::{AdminError, Code};
+use crate::admin_args::{read_secret, warn_secret_on_argv};
+
+type Result<T> = std::result::Result<T, AdminError>;
+
+fn usage(said: String) -> AdminError {
+    AdminError::new(Code::InvalidRequest, said)
+}
 
 /// `user-data fleet` or `user-data announce`.
 #[derive(Debug, Subcommand)]
@@ -72,7 +79,7 @@ pub struct AnnounceArgs {
     #[arg(long, requires = "new_token", value_parser = janus_core::clock::parse_duration)]
     pub expires_in: Option<std::time::Duration>,
     /// A label of the minted token, KEY=VALUE (repeatable), e.g. vm=web-3.
-    #[arg(long = "label", value_name = "KEY=VALUE", requires = "new_token", value_parser = super::args::parse_label)]
+    #[arg(long = "label", value_name = "KEY=VALUE", requires = "new_token", value_parser = crate::admin_args::parse_label)]
     pub labels: Vec<(String, String)>,
 }
 
@@ -107,7 +114,7 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
             let root = read(&args.fleet.join("root.crt"))?;
             let bundle_path = args.fleet.join("bundle.json");
             let bundle = serde_json::from_str(&read(&bundle_path)?).map_err(|e| {
-                AdminError::Usage(format!(
+                usage(format!(
                     "{}: not JSON ({e}): is --fleet a fleet directory?",
                     bundle_path.display()
                 ))
@@ -121,12 +128,12 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
         UserDataCommand::Announce(args) => {
             check_hostname(&args.hostname)?;
             janus_core::protocol::check_address(&args.address).map_err(|why| {
-                AdminError::Usage(format!("--address {}", why.0.trim_start_matches("address ")))
+                usage(format!("--address {}", why.0.trim_start_matches("address ")))
             })?;
             // What a node can present; the empty token is no token.
             let unpresentable = |t: &str| !t.is_empty() && !janus_core::protocol::is_presentable_token(t);
             if args.token.as_deref().is_some_and(unpresentable) {
-                return Err(AdminError::Usage(format!(
+                return Err(usage(format!(
                     "--token {}",
                     janus_core::protocol::unpresentable_token_reason()
                 )));
@@ -135,14 +142,14 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
             let token = match (&args.token, args.new_token, &args.state) {
                 (_, true, Some(state)) => mint(state, args)?,
                 (Some(token), _, _) => {
-                    super::args::warn_secret_on_argv("--token");
+                    warn_secret_on_argv("--token");
                     token.clone()
                 }
                 _ => match &args.token_file {
                     Some(path) => {
-                        let token = super::args::read_secret(path)?;
+                        let token = read_secret(path)?;
                         if !token.is_empty() && !janus_core::protocol::is_presentable_token(&token) {
-                            return Err(AdminError::Usage(format!(
+                            return Err(usage(format!(
                                 "--token-file {}",
                                 janus_core::protocol::unpresentable_token_reason()
                             )));
@@ -165,17 +172,14 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
 
 /// A one-time token, registered as `tokens add` registers it.
 fn mint(state: &Path, args: &AnnounceArgs) -> Result<String> {
-    let add = TokensAddArgs {
-        count: 1,
+    let add = crate::admin::NewTokens {
         description: args.description.clone(),
         expires_in: args.expires_in,
-        uses: None,
-        token: None,
-        token_file: None,
-        json: false,
-        labels: args.labels.clone(),
+        labels: crate::admin::NewTokens::labels_from(args.labels.clone())?,
+        ..crate::admin::NewTokens::one()
     };
-    let mut made = super::tokens::add(&super::open(state)?, &add)?;
+    let store = crate::admin::open_state(state)?;
+    let mut made = crate::admin::tokens::add(&store, &add, &crate::admin_args::actor_here(None)?)?;
     Ok(made.remove(0).token)
 }
 
@@ -191,7 +195,7 @@ fn check_hostname(name: &str) -> Result<()> {
     if name.len() <= janus_core::protocol::MAX_NAME && name.split('.').all(label_ok) {
         return Ok(());
     }
-    Err(AdminError::Usage(
+    Err(usage(
         "--hostname must be a hostname: labels of 1 to 63 letters, digits or '-' (not first or last), joined by '.'"
             .into(),
     ))
@@ -199,7 +203,7 @@ fn check_hostname(name: &str) -> Result<()> {
 
 fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| {
-        AdminError::Usage(format!(
+        usage(format!(
             "{}: {e}: is --fleet a fleet directory (`certs fleet --out`)?",
             path.display()
         ))

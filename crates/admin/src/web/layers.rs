@@ -17,20 +17,26 @@
 //! - every answer refuses to be framed (`X-Frame-Options: DENY`, the
 //!   console's Content-Security-Policy with `frame-ancestors 'none'`) and
 //!   is `no-store`;
-//! - every refusal is the documented JSON error (`{"error": …}`), or under
-//!   `/console` the console's error page: an error answer the framework
-//!   made (a path parameter that is not UTF-8, a wrong method, a body too
-//!   large) is said again in that shape, its status kept.
+//! - every refusal is the documented problem+json, or under `/console`
+//!   the console's error page: an error answer the framework made (a path
+//!   parameter that is not UTF-8, a wrong method, a body too large) is
+//!   said again in that shape, its status kept.
 
 use axum::extract::Request;
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 
-use super::error::AdminApiError;
+use super::refusal;
+use crate::error::{AdminError, Code};
 
 /// The framework's own error text read back, at most this many bytes.
 const FRAMEWORK_TEXT_AT_MOST: usize = 1024;
+
+/// The policy every answer carries: this origin's own stylesheet, script
+/// and event stream; no inline code, no frames, forms posted here only.
+pub const CONTENT_SECURITY_POLICY: &str = "default-src 'none'; script-src 'self'; style-src 'self'; \
+     img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 /// Adds the headers every answer carries: no framing, no sniffing, no
 /// caching (a page may hold a token minted once), this origin only.
@@ -38,7 +44,7 @@ pub(crate) async fn headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
     let headers = response.headers_mut();
     for (name, value) in [
-        (header::CONTENT_SECURITY_POLICY, crate::console::CONTENT_SECURITY_POLICY),
+        (header::CONTENT_SECURITY_POLICY, CONTENT_SECURITY_POLICY),
         (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
         // `no-referrer` would make a browser send `Origin: null` with each
         // console form, which the cross-site rule refuses.
@@ -62,11 +68,11 @@ pub(crate) async fn cross_site(request: Request, next: Next) -> Response {
 }
 
 /// Why a request is one a browser sent on another site's behalf, if it is.
-pub(crate) fn browser_refusal(method: &Method, path: &str, headers: &HeaderMap) -> Option<AdminApiError> {
+pub(crate) fn browser_refusal(method: &Method, path: &str, headers: &HeaderMap) -> Option<AdminError> {
     if let Some(site) = headers.get("sec-fetch-site") {
         let site = site.to_str().unwrap_or("(not text)");
         if !matches!(site, "same-origin" | "none") {
-            return Some(AdminApiError::CrossSite(format!(
+            return Some(AdminError::new(Code::CrossSite, format!(
                 "the browser says this request comes from another site (Sec-Fetch-Site: {}): the admin \
                  listener answers only its own pages, and programs (which send no such header)",
                 janus_core::terminal::escape(site)
@@ -77,7 +83,7 @@ pub(crate) fn browser_refusal(method: &Method, path: &str, headers: &HeaderMap) 
         let origin = origin.to_str().unwrap_or("(not text)");
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
         if host.is_empty() || !origin.eq_ignore_ascii_case(&format!("https://{host}")) {
-            return Some(AdminApiError::CrossSite(format!(
+            return Some(AdminError::new(Code::CrossSite, format!(
                 "the request was sent from another origin ({}), not this listener's: refused",
                 janus_core::terminal::escape(origin)
             )));
@@ -85,10 +91,9 @@ pub(crate) fn browser_refusal(method: &Method, path: &str, headers: &HeaderMap) 
     }
     let changes = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
     if changes && !path.starts_with("/console") && !declares_json(headers) {
-        return Some(AdminApiError::NotJson(
+        return Some(AdminError::new(Code::NotJson,
             "a request that changes something is sent with Content-Type: application/json (its body \
-             JSON, {} where the route takes no field)"
-                .into(),
+             JSON, {} where the route takes no field)",
         ));
     }
     None
@@ -100,16 +105,6 @@ fn declares_json(headers: &HeaderMap) -> bool {
         return false;
     };
     kind.split(';').next().is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
-}
-
-/// A refusal in the shape its path's reader reads: a page under
-/// `/console`, the JSON error elsewhere.
-pub(crate) fn refusal(path: &str, error: AdminApiError) -> Response {
-    if path == "/console" || path.starts_with("/console/") {
-        crate::console::failed(error)
-    } else {
-        error.into_response()
-    }
 }
 
 /// Says the framework's own error answers (they carry no [`Refused`]) again
@@ -147,22 +142,20 @@ fn is_ours(response: &Response) -> bool {
 }
 
 /// The framework's answer `status` (with its `headers` and `text`) as one of ours.
-fn framework_error(status: StatusCode, headers: &HeaderMap, text: &str) -> AdminApiError {
+fn framework_error(status: StatusCode, headers: &HeaderMap, text: &str) -> AdminError {
     let text = janus_core::terminal::escape(text);
     match status {
         StatusCode::METHOD_NOT_ALLOWED => {
             let allowed =
                 headers.get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("another method");
-            AdminApiError::MethodNotAllowed(format!("this route takes {allowed}: see GET /v1/openapi.json"))
+            AdminError::new(Code::MethodNotAllowed, format!("this route takes {allowed}: see GET /v1/openapi.json"))
         }
-        StatusCode::PAYLOAD_TOO_LARGE => AdminApiError::TooLarge("the body is larger than 16 KiB".into()),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => AdminApiError::NotJson(format!("the body's type: {text}")),
-        StatusCode::NOT_FOUND => AdminApiError::NotFound("no such route: see GET /v1/openapi.json".into()),
-        s if s.is_client_error() && text.is_empty() => {
-            AdminApiError::BadRequest("the request is not valid".into())
-        }
-        s if s.is_client_error() => AdminApiError::BadRequest(format!("the request is not valid: {text}")),
-        _ => AdminApiError::Internal(format!("the framework answered {status}: {text}")),
+        StatusCode::PAYLOAD_TOO_LARGE => AdminError::new(Code::BodyTooLarge, "the body is larger than 16 KiB"),
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => AdminError::new(Code::NotJson, format!("the body's type: {text}")),
+        StatusCode::NOT_FOUND => AdminError::new(Code::RouteNotFound, "no such route: see GET /v1/openapi.json"),
+        s if s.is_client_error() && text.is_empty() => AdminError::new(Code::InvalidRequest, "the request is not valid"),
+        s if s.is_client_error() => AdminError::new(Code::InvalidRequest, format!("the request is not valid: {text}")),
+        _ => AdminError::internal(format!("the framework answered {status}: {text}")),
     }
 }
 
@@ -190,7 +183,7 @@ mod tests {
             assert!(
                 matches!(
                     refused(&[json, ("sec-fetch-site", site)], "/v1/tokens"),
-                    Some(AdminApiError::CrossSite(_))
+                    Some(AdminError { code: Code::CrossSite, .. })
                 ),
                 "{site}"
             );
@@ -202,7 +195,7 @@ mod tests {
             assert!(
                 matches!(
                     refused(&[json, ("origin", origin)], "/v1/tokens"),
-                    Some(AdminApiError::CrossSite(_))
+                    Some(AdminError { code: Code::CrossSite, .. })
                 ),
                 "{origin}"
             );
@@ -212,7 +205,7 @@ mod tests {
             [None, Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data")]
         {
             let h: Vec<(&'static str, &str)> = kind.map(|k| ("content-type", k)).into_iter().collect();
-            assert!(matches!(refused(&h, "/v1/nodes/x/reject"), Some(AdminApiError::NotJson(_))), "{kind:?}");
+            assert!(matches!(refused(&h, "/v1/nodes/x/reject"), Some(AdminError { code: Code::NotJson, .. })), "{kind:?}");
         }
         // A console form is a form: its own check (the CSRF token) governs it.
         assert!(

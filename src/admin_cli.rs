@@ -1,0 +1,411 @@
+//! The command line's `nodes`, `tokens` and `audit`: each turns its
+//! arguments into the admin model's request ([`crate::admin_args`]), runs
+//! it on the state directory (or through the admin API with `--server`)
+//! and renders what came back as text for people or JSON lines for
+//! programs. The admin library returns values; this module prints them.
+//!
+//! Invariants: every value from a node is escaped before it reaches the
+//! terminal; a listing of every record prints each line as it is read
+//! (the first lines of a million at once); a refusal carries its code.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use crate::admin::api::client::{AdminClient, ClientError};
+use crate::admin::api::wire::{Approval as ApprovalBody, NewTokensBody};
+use crate::admin::tokens::TokenList;
+use crate::admin::{Actor, AdminError, NodeDetail, NodeView, Surface};
+use crate::admin_args::{Approval, NodesCommand, ShowArgs, TokensCommand, TokensListArgs, WatchArgs};
+use janus_core::clock::now_unix;
+use janus_core::terminal::{self, escape, escape_lines};
+use janus_store::Store;
+
+/// Runs a `nodes` subcommand on the state directory for `actor`; `Ok` is
+/// what to print (empty when it printed already).
+pub fn nodes(state: &Path, command: &NodesCommand, actor: &Actor) -> Result<String, AdminError> {
+    let store = match command {
+        NodesCommand::List(_) | NodesCommand::Show(_) | NodesCommand::History(_) | NodesCommand::Watch(_) => {
+            crate::admin::open_state_to_read(state)?
+        }
+        _ => crate::admin::open_state(state)?,
+    };
+    match command {
+        NodesCommand::List(args) if !args.filter().filters_by_state() => list_all(&store, args.json, &args.labels),
+        NodesCommand::List(args) => {
+            let listed = crate::admin::node_list(&store, &args.filter())?;
+            say_skipped(&listed.unreadable);
+            Ok(list_grouped(&listed.nodes, args.json))
+        }
+        NodesCommand::Watch(args) => watch(&store, args),
+        NodesCommand::Show(ShowArgs { id, json }) => {
+            let detail = crate::admin::show_node(&store, id)?;
+            Ok(if *json { terminal::json_text(&detail) } else { show(&detail) })
+        }
+        NodesCommand::Approve(args) => Ok(match args.request()? {
+            Approval::One(request) => crate::admin::approve(&store, &request, actor)?.said,
+            Approval::OfCa(request) => crate::admin::approve_ca(&store, &request, actor)?.said,
+        }),
+        NodesCommand::Reject(args) => Ok(crate::admin::reject(&store, &args.id, actor)?.said),
+        NodesCommand::Forget(args) => Ok(crate::admin::forget(&store, &args.id, actor)?.said),
+        NodesCommand::History(ShowArgs { id, json }) => {
+            let events = crate::admin::history(&store, id)?;
+            let render = |e: &serde_json::Value| if *json { terminal::json_text(e) } else { event_line(e) };
+            Ok(events.iter().map(render).collect::<Vec<_>>().join("\n"))
+        }
+    }
+}
+
+fn say_skipped(problems: &[String]) {
+    for problem in problems {
+        eprintln!("janus-registration: skipped an unreadable record: {}", escape(problem));
+    }
+}
+
+/// `nodes list` with a filter: grouped by CA, oldest first.
+fn list_grouped(views: &[NodeView], json: bool) -> String {
+    let mut out = String::new();
+    if json {
+        for v in views {
+            let _ = writeln!(out, "{}", terminal::json_text(v));
+        }
+        return out.trim_end().to_string();
+    }
+    let _ = writeln!(out, "{}", list_header());
+    let mut previous: Option<&str> = None;
+    for v in views {
+        if previous.is_some() && previous != Some(v.ca_sha256.as_str()) {
+            out.push('\n');
+        }
+        let same = previous == Some(v.ca_sha256.as_str());
+        previous = Some(&v.ca_sha256);
+        let _ = writeln!(out, "{}", list_row(v, same));
+    }
+    let _ = write!(out, "{} node(s)", views.len());
+    out
+}
+
+/// `nodes list` of every record: each line printed as its record is read.
+fn list_all(store: &Store, json: bool, labels: &[(String, String)]) -> Result<String, AdminError> {
+    use std::io::Write;
+    let stdout = std::io::stdout();
+    let mut out = std::io::BufWriter::new(stdout.lock());
+    if !json {
+        let _ = writeln!(out, "{}", list_header());
+    }
+    let mut count = 0usize;
+    let problems = crate::admin::scan_nodes(store, labels, |v| {
+        let line = if json { terminal::json_text(&v) } else { list_row(&v, false) };
+        // A closed pipe (`| head`) ends the listing quietly.
+        if writeln!(out, "{line}").is_ok() {
+            count += 1;
+        }
+    })?;
+    let _ = out.flush();
+    say_skipped(&problems);
+    Ok(if json { String::new() } else { format!("{count} node(s)") })
+}
+
+fn list_header() -> String {
+    format!(
+        "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  CA SHA-256",
+        "ID", "NAME", "ADDRESS", "PEER", "STATE", "AGE"
+    )
+}
+
+/// One row of `nodes list`, every field from the node escaped.
+fn list_row(v: &NodeView, same_ca: bool) -> String {
+    format!(
+        "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  {}{}",
+        escape(&v.id),
+        escape(&v.name),
+        escape(&v.address),
+        escape(v.peer_address.as_deref().unwrap_or("-")),
+        format!("{:?}", v.state).to_lowercase(),
+        age(v.announced_at.as_deref()),
+        escape(&v.ca_sha256),
+        if same_ca { "  (same CA: re-announced)" } else { "" }
+    )
+}
+
+/// `3m`, `5h`, `2d` since an RFC 3339 time.
+fn age(at: Option<&str>) -> String {
+    let Some(t) =
+        at.and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
+    else {
+        return "-".into();
+    };
+    let secs = (now_unix() - t.unix_timestamp()).max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 7200 => format!("{}m", s / 60),
+        s if s < 172_800 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86_400),
+    }
+}
+
+/// `nodes show`: what an admin checks before approving, every field from
+/// the node escaped, the fingerprint computed from the stored PEM.
+fn show(detail: &NodeDetail) -> String {
+    let v = &detail.view;
+    let mut out = String::new();
+    let field = |out: &mut String, label: &str, value: &str| {
+        let _ = writeln!(out, "{label:<14}{}", escape(value));
+    };
+    field(&mut out, "id:", &v.id);
+    field(&mut out, "name:", &v.name);
+    field(&mut out, "address:", &v.address);
+    field(&mut out, "peer address:", v.peer_address.as_deref().unwrap_or("-"));
+    field(&mut out, "state:", &format!("{:?}", v.state).to_lowercase());
+    field(&mut out, "announced:", v.announced_at.as_deref().unwrap_or("-"));
+    field(&mut out, "admitted by:", v.admitted_by.as_deref().unwrap_or("-"));
+    if let Some(subject) = &detail.ca_subject {
+        field(&mut out, "CA subject:", subject);
+    }
+    if let (Some(from), Some(to)) = (&detail.ca_not_before, &detail.ca_not_after) {
+        let seconds = |t: &str| janus_core::clock::rfc3339_millis(t).unwrap_or_default() / 1000;
+        let now = i128::from(now_unix());
+        let flag = if seconds(to) < now {
+            "  EXPIRED"
+        } else if seconds(from) > now {
+            "  NOT YET VALID"
+        } else {
+            ""
+        };
+        field(&mut out, "CA valid:", &format!("{from} to {to}{flag}"));
+    }
+    match detail.ca_rejected {
+        Some(rejected) => {
+            field(&mut out, "CA SHA-256:", &v.ca_sha256);
+            if detail.stored_ca_sha256_matches == Some(false) {
+                let _ = writeln!(
+                    out,
+                    "WARNING: the record's stored ca_sha256 is not its certificate's; the line above is computed \
+                     from the stored PEM"
+                );
+            }
+            if rejected {
+                let _ = writeln!(out, "WARNING: this CA was rejected (`nodes reject`)");
+            }
+            let _ = writeln!(out, "The node's console shows: {}{}", crate::admin::CONSOLE_MARKER, v.ca_sha256);
+        }
+        None => {
+            let _ = writeln!(out, "WARNING: the stored ca_cert_pem holds no certificate");
+        }
+    }
+    if janus_core::pki::NodeCa::check(&v.ca_cert_pem).is_err() {
+        let _ = writeln!(
+            out,
+            "WARNING: the stored ca_cert_pem is not exactly one CA certificate block (shown escaped)"
+        );
+    }
+    out.push_str(&escape_lines(v.ca_cert_pem.trim_end()));
+    out
+}
+
+/// `nodes watch`: the decisions as they happen (with `--once`, those there
+/// are), one JSON line each; returns once the reader went away.
+fn watch(store: &Store, args: &WatchArgs) -> Result<String, AdminError> {
+    use std::io::Write;
+    let mut follower = janus_store::follow::Follower::since(args.since);
+    loop {
+        let decisions = crate::admin::next_decisions(&mut follower, store)?;
+        let mut out = std::io::stdout().lock();
+        for event in decisions {
+            if writeln!(out, "{}", terminal::json_text(&event)).is_err() {
+                return Ok(String::new()); // the reader went away
+            }
+        }
+        let _ = out.flush();
+        if args.once {
+            return Ok(String::new());
+        }
+        std::thread::sleep(janus_store::follow::LOOK_EVERY);
+    }
+}
+
+/// Runs a `tokens` subcommand on the state directory for `actor`; `Ok` is what to print.
+pub fn tokens(state: &Path, command: &TokensCommand, actor: &Actor) -> Result<String, AdminError> {
+    let store = crate::admin::open_state(state)?;
+    match command {
+        TokensCommand::Add(args) => {
+            let made = crate::admin::tokens::add(&store, &args.request()?, actor)?;
+            if !args.json {
+                return Ok(made.iter().map(|t| t.token.as_str()).collect::<Vec<_>>().join("\n"));
+            }
+            Ok(made.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"))
+        }
+        TokensCommand::List(TokensListArgs { json }) => {
+            let listed = crate::admin::tokens::list(&store)?;
+            if *json {
+                return Ok(listed.tokens.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
+            }
+            Ok(token_table(&listed))
+        }
+        TokensCommand::Revoke(args) => {
+            let revoked = crate::admin::tokens::revoke(&store, &args.request(), actor)?;
+            Ok(format!("revoked the token with SHA-256 {}…", revoked.sha256_prefix))
+        }
+    }
+}
+
+/// `tokens list`: redacted, with expiry, uses left, labels and warnings.
+fn token_table(listed: &TokenList) -> String {
+    let mut out = format!(
+        "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {:<20}  DESCRIPTION\n",
+        "TOKEN", "SHA-256", "EXPIRES", "USES LEFT", "ADDED BY", "LABELS"
+    );
+    for t in &listed.tokens {
+        let (expires, uses_left) = match (&t.expires_at, t.metadata_unreadable) {
+            (_, true) => ("unknown".to_string(), "?".to_string()),
+            (Some(at), false) => (at.clone(), t.uses_left.to_string()),
+            (None, false) => ("never".to_string(), t.uses_left.to_string()),
+        };
+        let labels: Vec<String> = t.labels.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect();
+        let _ = writeln!(
+            out,
+            "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {:<20}  {}{}",
+            escape(&t.shown),
+            t.sha256_prefix,
+            expires,
+            uses_left,
+            if t.added_by.is_empty() { "-".into() } else { escape(&t.added_by) },
+            if labels.is_empty() { "-".into() } else { labels.join(",") },
+            escape(t.description.as_deref().unwrap_or("-")),
+            if t.weak { "  WEAK" } else { "" }
+        );
+    }
+    let _ = write!(out, "{} token(s)", listed.tokens.len());
+    for warning in &listed.warnings {
+        let _ = write!(out, "\nwarning: {}", escape(warning));
+    }
+    out
+}
+
+/// One audit event for people: time, event, then the other fields as
+/// `key=value`, every value escaped.
+pub fn event_line(event: &serde_json::Value) -> String {
+    let at = event["at"].as_str().unwrap_or("-");
+    let kind = event["event"].as_str().unwrap_or("-");
+    let mut line = format!("{}  {:<16}", escape(at), escape(kind));
+    if let Some(fields) = event.as_object() {
+        for (key, value) in fields.iter().filter(|(k, _)| !matches!(k.as_str(), "at" | "event")) {
+            let value = match value {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let _ = write!(line, " {}={}", escape(key), escape(&value));
+        }
+    }
+    line
+}
+
+/// `audit`: every writer's events merged in time order, from `since` ago
+/// on, a crash's repeat once; with `follow`, new events as they are
+/// written, until interrupted (the trail's one follower).
+pub fn audit_trail(
+    state: &Path,
+    since: Option<std::time::Duration>,
+    follow: bool,
+    json: bool,
+) -> Result<(), AdminError> {
+    use std::io::Write;
+    let store = crate::admin::open_state_to_read(state)?;
+    let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
+    let mut follower = janus_store::follow::Follower::from(from);
+    loop {
+        let events = follower.next(&store)?;
+        let mut out = std::io::stdout().lock();
+        for event in events {
+            let line = if json { terminal::json_text(&event) } else { event_line(&event) };
+            if writeln!(out, "{line}").is_err() {
+                return Ok(()); // the reader went away (`| head`)
+            }
+        }
+        let _ = out.flush();
+        if !follow {
+            return Ok(());
+        }
+        std::thread::sleep(janus_store::follow::LOOK_EVERY);
+    }
+}
+
+/// What a remote command cannot do, said as the local ones say a refusal.
+fn offline(what: &str) -> ClientError {
+    ClientError::Setup(format!("the admin API does not offer {what}: run it where the state directory is (--state)"))
+}
+
+/// `nodes …` through the admin API; what to print (JSON).
+pub async fn remote_nodes(client: &AdminClient, command: &NodesCommand) -> Result<String, ClientError> {
+    let refused = |e: AdminError| ClientError::Setup(e.said(Surface::Command));
+    match command {
+        NodesCommand::List(args) => {
+            let listed = client.list_nodes(&args.filter()).await?;
+            say_skipped(&listed.unreadable);
+            Ok(listed.nodes.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"))
+        }
+        NodesCommand::Show(args) => Ok(terminal::json_text(&client.show_node(&args.id).await?)),
+        NodesCommand::Approve(args) => {
+            let (Some(id), Some(expected), None, false, None) =
+                (&args.id, &args.expect_ca_sha256, &args.console, args.unchecked, &args.ca_sha256)
+            else {
+                return Err(ClientError::Setup(
+                    "through --server, nodes approve takes ID --expect-ca-sha256 HEX: the admin API always checks \
+                     the node's CA"
+                        .into(),
+                ));
+            };
+            args.request().map_err(refused)?;
+            let body = ApprovalBody { expect_ca_sha256: expected.clone(), force: args.force };
+            Ok(terminal::json_text(&client.approve(id, &body).await?.node))
+        }
+        NodesCommand::Reject(args) => Ok(terminal::json_text(&client.reject(&args.id).await?.node)),
+        NodesCommand::Watch(args) => {
+            if args.once {
+                return Err(ClientError::Setup(
+                    "through --server, nodes watch follows: --once is for the state directory".into(),
+                ));
+            }
+            let path = match args.since {
+                Some(since) => format!("/v1/events?since={}s", since.as_secs()),
+                None => "/v1/events".into(),
+            };
+            client
+                .events(&path, |event| {
+                    use std::io::Write;
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "{}", terminal::json_text(&event)).and_then(|()| out.flush()).is_ok()
+                })
+                .await?;
+            Ok(String::new())
+        }
+        NodesCommand::Forget(_) => Err(offline("forgetting a node")),
+        NodesCommand::History(_) => Err(offline("a node's history")),
+    }
+}
+
+/// `tokens …` through the admin API; what to print (JSON).
+pub async fn remote_tokens(client: &AdminClient, command: &TokensCommand) -> Result<String, ClientError> {
+    match command {
+        TokensCommand::Add(args) => {
+            // The same bounds, checked here first: the same refusal either way.
+            args.request().map_err(|e| ClientError::Setup(e.said(Surface::Command)))?;
+            let body = NewTokensBody {
+                count: args.token.is_none().then_some(args.count as u64),
+                uses: args.uses.map(u64::from),
+                expires_in_seconds: args.expires_in.map(|d| d.as_secs().max(1)),
+                description: args.description.clone(),
+                labels: args.labels.iter().cloned().collect(),
+                token: args.token.clone(),
+            };
+            let made = client.add_tokens(&body).await?;
+            Ok(made.tokens.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"))
+        }
+        TokensCommand::Revoke(args) => {
+            // Only a fingerprint goes into the URL (and the server's log): never a token.
+            let prefix = crate::admin::model::token_prefix(&args.token)
+                .map_err(|e| ClientError::Setup(e.said(Surface::Command)))?;
+            Ok(terminal::json_text(&client.revoke_token(&prefix).await?))
+        }
+        TokensCommand::List(_) => Err(offline("a token listing")),
+    }
+}
