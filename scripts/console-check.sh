@@ -113,7 +113,7 @@ printf '%s\n' "$said" | sed '$d'
 name=$(printf '%s\n' "$said" | tail -1)
 [ "$name" = web-7 ] || { echo "console-check: the page showed $name, not web-7"; exit 1; }
 "$bin" agent --dir web-7-node --once >agent.log 2>&1 || { cat agent.log; echo "console-check: web-7 not admitted"; exit 1; }
-grep -h '"event":"admitted"' state/audit/*.jsonl | grep -q '"user":"alice"' ||
+grep -h '"event":"admitted"' state/audit/*.jsonl | grep -q '"user":"console (alice)"' ||
   { echo "console-check: the approval is not audited under alice"; exit 1; }
 # Another site's page in the admin's browser (the credential picked for it
 # without a prompt, as for the console): a cross-site form and a no-cors

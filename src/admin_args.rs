@@ -13,8 +13,8 @@ use std::time::Duration;
 use clap::{Args, Subcommand};
 
 use janus_admin::{
-    Actor, AdminError, Approve, ApproveCa, Check, Code, Field, Fingerprint, Mint, NewTokens, NodeFilter, Revoke,
-    Surface,
+    Actor, AdminError, Approve, ApproveCa, Check, Code, Field, Fingerprint, Mint, NewTokens, NodeFilter,
+    Revoke, Surface,
 };
 use janus_core::clock::parse_duration;
 
@@ -149,7 +149,10 @@ impl ApproveArgs {
             return Ok(Approval::OfCa(ApproveCa { ca, force: self.force }));
         }
         let Some(node) = self.id.clone() else {
-            return Err(AdminError::new(Code::InvalidRequest, "name the node to approve, or give --ca-sha256"));
+            return Err(AdminError::new(
+                Code::InvalidRequest,
+                "name the node to approve, or give --ca-sha256",
+            ));
         };
         let check = match (&self.expect_ca_sha256, &self.console) {
             (Some(hex), _) => Check::Expected(Fingerprint::parse(hex, Field::ExpectedFingerprint)?),
@@ -293,7 +296,10 @@ pub fn read_secret(path: &std::path::Path) -> Result<String, AdminError> {
     let line = text.strip_suffix('\n').unwrap_or(&text);
     let line = line.strip_suffix('\r').unwrap_or(line);
     if line.contains('\n') {
-        return Err(AdminError::new(Code::InvalidRequest, format!("{}: holds more than one line", path.display())));
+        return Err(AdminError::new(
+            Code::InvalidRequest,
+            format!("{}: holds more than one line", path.display()),
+        ));
     }
     Ok(line.to_string())
 }

@@ -30,7 +30,9 @@ pub fn nodes(state: &Path, command: &NodesCommand, actor: &Actor) -> Result<Stri
         _ => crate::admin::open_state(state)?,
     };
     match command {
-        NodesCommand::List(args) if !args.filter().filters_by_state() => list_all(&store, args.json, &args.labels),
+        NodesCommand::List(args) if !args.filter().filters_by_state() => {
+            list_all(&store, args.json, &args.labels)
+        }
         NodesCommand::List(args) => {
             let listed = crate::admin::node_list(&store, &args.filter())?;
             say_skipped(&listed.unreadable);
@@ -186,7 +188,8 @@ fn show(detail: &NodeDetail) -> String {
             if rejected {
                 let _ = writeln!(out, "WARNING: this CA was rejected (`nodes reject`)");
             }
-            let _ = writeln!(out, "The node's console shows: {}{}", crate::admin::CONSOLE_MARKER, v.ca_sha256);
+            let _ =
+                writeln!(out, "The node's console shows: {}{}", crate::admin::CONSOLE_MARKER, v.ca_sha256);
         }
         None => {
             let _ = writeln!(out, "WARNING: the stored ca_cert_pem holds no certificate");
@@ -260,7 +263,8 @@ fn token_table(listed: &TokenList) -> String {
             (Some(at), false) => (at.clone(), t.uses_left.to_string()),
             (None, false) => ("never".to_string(), t.uses_left.to_string()),
         };
-        let labels: Vec<String> = t.labels.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect();
+        let labels: Vec<String> =
+            t.labels.iter().map(|(k, v)| format!("{}={}", escape(k), escape(v))).collect();
         let _ = writeln!(
             out,
             "{:<10}  {:<12}  {:<20}  {:>9}  {:<12}  {:<20}  {}{}",
@@ -331,7 +335,9 @@ pub fn audit_trail(
 
 /// What a remote command cannot do, said as the local ones say a refusal.
 fn offline(what: &str) -> ClientError {
-    ClientError::Setup(format!("the admin API does not offer {what}: run it where the state directory is (--state)"))
+    ClientError::Setup(format!(
+        "the admin API does not offer {what}: run it where the state directory is (--state)"
+    ))
 }
 
 /// `nodes …` through the admin API; what to print (JSON).

@@ -35,6 +35,7 @@ fn parse_listen(s: &str) -> Result<String, String> {
     }
 }
 
+use crate::certs;
 use crate::server::door::Door;
 use crate::server::limits::LimitsConfig;
 use crate::server::on_admitted::OnAdmittedConfig;
@@ -43,7 +44,6 @@ use crate::server::{
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_NETWORK,
     DEFAULT_MAX_CONNECTIONS_PER_SOURCE, ServeConfig,
 };
-use crate::certs;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -480,8 +480,10 @@ impl ServeArgs {
                 .admin_listen
                 .zip(self.admin_ca.clone())
                 .map(|(listen, ca)| {
-                    crate::admin::listener::AdminDoor::new(crate::admin::listener::AdminApiConfig { listen, ca })
-                        as Arc<dyn Door>
+                    crate::admin::listener::AdminDoor::new(crate::admin::listener::AdminApiConfig {
+                        listen,
+                        ca,
+                    }) as Arc<dyn Door>
                 })
                 .into_iter()
                 .collect(),

@@ -4,8 +4,8 @@
 use std::process::ExitCode;
 
 use clap::Parser;
-use janus_registration::cli::{AgentSubcommand, Cli, Command};
 use janus_registration::admin_args::actor_here;
+use janus_registration::cli::{AgentSubcommand, Cli, Command};
 use janus_registration::{admin_cli, agent, certs, demo, healthcheck, server, shutdown, store};
 
 fn main() -> ExitCode {

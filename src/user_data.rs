@@ -114,10 +114,7 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
             let root = read(&args.fleet.join("root.crt"))?;
             let bundle_path = args.fleet.join("bundle.json");
             let bundle = serde_json::from_str(&read(&bundle_path)?).map_err(|e| {
-                usage(format!(
-                    "{}: not JSON ({e}): is --fleet a fleet directory?",
-                    bundle_path.display()
-                ))
+                usage(format!("{}: not JSON ({e}): is --fleet a fleet directory?", bundle_path.display()))
             })?;
             pretty(&Fleet {
                 fleet_root_cert: &root,
@@ -127,16 +124,12 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
         }
         UserDataCommand::Announce(args) => {
             check_hostname(&args.hostname)?;
-            janus_core::protocol::check_address(&args.address).map_err(|why| {
-                usage(format!("--address {}", why.0.trim_start_matches("address ")))
-            })?;
+            janus_core::protocol::check_address(&args.address)
+                .map_err(|why| usage(format!("--address {}", why.0.trim_start_matches("address "))))?;
             // What a node can present; the empty token is no token.
             let unpresentable = |t: &str| !t.is_empty() && !janus_core::protocol::is_presentable_token(t);
             if args.token.as_deref().is_some_and(unpresentable) {
-                return Err(usage(format!(
-                    "--token {}",
-                    janus_core::protocol::unpresentable_token_reason()
-                )));
+                return Err(usage(format!("--token {}", janus_core::protocol::unpresentable_token_reason())));
             }
             let root = read(&args.fleet.join("root.crt"))?;
             let token = match (&args.token, args.new_token, &args.state) {
@@ -203,10 +196,7 @@ fn check_hostname(name: &str) -> Result<()> {
 
 fn read(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|e| {
-        usage(format!(
-            "{}: {e}: is --fleet a fleet directory (`certs fleet --out`)?",
-            path.display()
-        ))
+        usage(format!("{}: {e}: is --fleet a fleet directory (`certs fleet --out`)?", path.display()))
     })
 }
 

@@ -6,9 +6,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use janus_registration::admin_api::client::AdminClient;
 use janus_registration::admin::listener::{AdminApiConfig, AdminDoor};
 use janus_registration::admin_api::Scope;
+use janus_registration::admin_api::client::AdminClient;
 use janus_registration::certs::{self, Minted};
 use secrecy::ExposeSecret;
 use serde_json::json;
@@ -64,7 +64,7 @@ async fn an_orchestrator_mints_correlates_approves_rejects_and_watches_through_t
     assert_eq!(me.body, json!({"name": "orchestrator-1", "scopes": ["tokens", "read", "approve", "reject"]}));
 
     let made = api
-        .call("POST", "/v1/tokens", Some(&json!({"labels": {"vm": "web-20"}, "expires_in": "1h"})))
+        .call("POST", "/v1/tokens", Some(&json!({"labels": {"vm": "web-20"}, "expires_in_seconds": 3600})))
         .await
         .unwrap();
     assert_eq!(made.status, 201, "{:?}", made.body);
@@ -128,7 +128,7 @@ async fn an_orchestrator_mints_correlates_approves_rejects_and_watches_through_t
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|e| e["event"] == "admitted" && e["id"] == pending.as_str())
         .expect("an admitted event");
-    assert_eq!(approved["user"], "orchestrator-1", "{approved}");
+    assert_eq!(approved["user"], "api (orchestrator-1)", "{approved}");
 
     // The event stream, from an hour back: both admissions and the rejection.
     let mut seen = Vec::new();
@@ -148,12 +148,13 @@ async fn the_api_refuses_no_certificate_a_nodes_another_cas_an_expired_one_and_a
     let fx = Fixture::new();
     let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
     let (server, admin) = with_admin_api(&fx, &admin_ca).await;
-    let refused = |what: &str, result: Result<_, janus_registration::admin_api::client::ClientError>| match result {
-        Err(_) => {}
-        Ok(janus_registration::admin_api::client::Reply { status, body }) => {
-            panic!("{what}: answered {status} {body}")
-        }
-    };
+    let refused =
+        |what: &str, result: Result<_, janus_registration::admin_api::client::ClientError>| match result {
+            Err(_) => {}
+            Ok(janus_registration::admin_api::client::Reply { status, body }) => {
+                panic!("{what}: answered {status} {body}")
+            }
+        };
     // No certificate at all.
     let mut roots = rustls::RootCertStore::empty();
     roots.add(pem_der(&fx.fleet.root.cert_pem)).unwrap();
@@ -287,7 +288,9 @@ async fn the_cli_goes_through_the_api_with_server_and_client_cert() {
         through(&reader, &["nodes", "approve", &pending, "--expect-ca-sha256", &ca_hash(&pending_ca)]);
     assert!(!ok);
     assert!(
-        err.contains("the admin API answered 403: the credential \"reader\" may not approve nodes"),
+        err.contains(
+            "the admin API answered 403 (scope_missing): the credential \"reader\" may not approve nodes"
+        ),
         "{err}"
     );
     let (ok, out, err) =

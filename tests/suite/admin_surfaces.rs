@@ -26,16 +26,16 @@ async fn a_clients_mistake_is_said_once_and_a_fault_is_503_never_404() {
     let chosen = "a-chosen-token-of-the-orchestrator-0001";
     let made = api.call("POST", "/v1/tokens", Some(&json!({"token": chosen}))).await.unwrap();
     assert_eq!(made.status, 201, "{:?}", made.body);
-    // A retrying client must not retry these: 400, each saying why.
+    // A retrying client must not retry these: 422 with its code, each saying why.
     let again = api.call("POST", "/v1/tokens", Some(&json!({"token": chosen}))).await.unwrap();
-    assert_eq!(again.status, 400, "{:?}", again.body);
+    assert_eq!((again.status, again.body["code"].as_str()), (422, Some("token_exists")), "{:?}", again.body);
     assert!(again.body["error"].as_str().unwrap().contains("listed already"), "{:?}", again.body);
     let nodes = node_client(&fx, server.addr);
     let (_, _, status) = announce(&nodes, "web-60", &certs::mint_node_ca("web-60").unwrap(), chosen).await;
     assert_eq!(status, 201);
     let spent = api.call("POST", "/v1/tokens", Some(&json!({"token": chosen}))).await.unwrap();
-    assert!(eventually_status(&api, chosen, 400, "admitted a node before").await, "{:?}", spent.body);
-    for bad in [json!({"count": 0}), json!({"uses": 1_000_000}), json!({"expires_in": "20y"})] {
+    assert!(eventually_status(&api, chosen, 422, "admitted a node before").await, "{:?}", spent.body);
+    for bad in [json!({"count": 0}), json!({"uses": 1_000_000}), json!({"expires_in_seconds": 400_000_000})] {
         let refused = api.call("POST", "/v1/tokens", Some(&bad)).await.unwrap();
         assert_eq!(refused.status, 400, "{bad}: {:?}", refused.body);
     }
@@ -101,7 +101,12 @@ async fn approving_by_name_beside_an_admitted_namesake_answers_the_node_it_appro
     assert_eq!(approved.body["node"]["state"], "admitted");
     // The name alone now names two: a read by name says so.
     let shown = api.call("GET", "/v1/nodes/web-70", None).await.unwrap();
-    assert_eq!(shown.status, 400, "{:?}", shown.body);
+    assert_eq!(
+        (shown.status, shown.body["code"].as_str()),
+        (422, Some("ambiguous_name")),
+        "{:?}",
+        shown.body
+    );
     assert!(shown.body["error"].as_str().unwrap().contains(first.as_str()), "{:?}", shown.body);
     server.stop().await;
 }
@@ -558,10 +563,12 @@ async fn open_event_streams_end_when_the_server_stops() {
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
     let mut config = fx.config();
     config.shutdown_grace = Duration::from_secs(600);
-    let door = janus_registration::admin::listener::AdminDoor::new(janus_registration::admin::listener::AdminApiConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ca: ca_file,
-    });
+    let door = janus_registration::admin::listener::AdminDoor::new(
+        janus_registration::admin::listener::AdminApiConfig {
+            listen: "127.0.0.1:0".parse().unwrap(),
+            ca: ca_file,
+        },
+    );
     config.doors.push(door.clone());
     let server = InProcess::start(config).await;
     assert!(wait_for(Duration::from_secs(10), || door.local_addr().is_some()));

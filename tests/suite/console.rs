@@ -131,7 +131,7 @@ async fn a_person_sees_a_pending_node_escaped_and_approves_it_only_with_its_fing
     let mistyped = format!("{}0", &hash[..63]);
     let refused = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", &mistyped)]).await;
     assert_eq!(refused.status, 422, "{}", refused.text());
-    assert!(refused.text().contains("the fingerprint you typed says"), "{}", refused.text());
+    assert!(refused.text().contains("but CA SHA-256 says"), "{}", refused.text());
     let malformed = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", "2bcd")]).await;
     assert_eq!(malformed.status, 400);
     let empty = browser.post(&approve, &[("csrf", &csrf), ("expect_ca_sha256", " ")]).await;
@@ -295,7 +295,7 @@ async fn a_mint_form_is_done_once_and_its_tokens_are_shown_once() {
         "audited under the credential: {trail}"
     );
     let again = browser.post("/console/tokens", &form).await;
-    assert_eq!(again.status, 400, "a re-sent mint form");
+    assert_eq!(again.status, 422, "a re-sent mint form");
     assert_eq!(fx.tokens(), tokens, "nothing minted again");
     let listed = browser.get("/console/tokens").await.text();
     assert!(made.iter().all(|t| !listed.contains(t)), "never shown again");

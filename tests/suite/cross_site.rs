@@ -168,9 +168,10 @@ async fn another_sites_page_cannot_drive_any_route_and_the_consoles_own_requests
             if path.starts_with("/console") {
                 assert!(kind.starts_with("text/html"), "{path}: {kind}");
             } else {
-                assert!(kind.starts_with("application/json"), "{path}: {kind}");
+                assert_eq!(kind, "application/problem+json", "{path}");
                 let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
-                assert!(body["error"].is_string(), "{path}: {body}");
+                assert_eq!(body["code"], "cross_site", "{path}: {body}");
+                assert!(body["detail"].is_string() && body["error"] == body["detail"], "{path}: {body}");
             }
         }
     }
@@ -268,9 +269,11 @@ async fn every_refusal_is_the_documented_json_error_or_the_consoles_page() {
             assert!(kind.starts_with("text/html"), "{what}: {kind}");
             assert!(reply.text().contains("<h1>"), "{what}: the console's page");
         } else {
-            assert!(kind.starts_with("application/json"), "{what}: {kind} {}", reply.text());
+            assert_eq!(kind, "application/problem+json", "{what}: {}", reply.text());
             let body: serde_json::Value = serde_json::from_slice(&reply.body).unwrap();
-            assert!(body["error"].as_str().is_some_and(|e| !e.is_empty()), "{what}: {body}");
+            assert!(body["detail"].as_str().is_some_and(|e| !e.is_empty()), "{what}: {body}");
+            assert_eq!(body["status"], status, "{what}: {body}");
+            assert!(body["code"].as_str().is_some_and(|c| !c.is_empty()), "{what}: {body}");
         }
     };
     let json = [("Content-Type", "application/json")];

@@ -78,11 +78,15 @@ async fn nodes_list_show_approve_reject_forget_and_history() {
     assert!(ok);
     assert!(!state.join("nodes").join(format!("{a2}.json")).exists());
     for verb in ["show", "reject", "forget", "approve"] {
-        let (ok, _, err) = admin(&state, &["nodes", verb, "0123456789abcdef0123456789abcdef"]);
+        let mut args = vec!["nodes", verb, "0123456789abcdef0123456789abcdef"];
+        if verb == "approve" {
+            args.push("--unchecked");
+        }
+        let (ok, _, err) = admin(&state, &args);
         assert!(!ok && err.contains("there is no node"), "{verb}: {err}");
     }
     let (ok, _, err) = admin(&state, &["nodes", "show", "../x"]);
-    assert!(!ok && err.contains("not a node id"), "{err}");
+    assert!(!ok && err.contains("no node is named"), "{err}");
 
     let (ok, out, _) = admin(&state, &["nodes", "history", &b1, "--json"]);
     assert!(ok, "{out}");
@@ -90,7 +94,7 @@ async fn nodes_list_show_approve_reject_forget_and_history() {
     let kinds: Vec<&str> = events.iter().map(|e| e["event"].as_str().unwrap()).collect();
     assert_eq!(kinds, ["announced", "admitted", "trust_delivered"]);
     assert_eq!(events[1]["by"], "command");
-    assert_eq!(events[1]["user"], "alice");
+    assert_eq!(events[1]["user"], "command (alice)");
     assert_eq!(events[1]["checked_ca_sha256"], ca_hash(&ca_b));
     let trail = audit_trail(&state);
     for secret in [&s1, &s2, &sb] {

@@ -434,7 +434,9 @@ impl Hint {
                  command line"
                     .into()
             }
-            (Hint::ForgetLifts(Some(id)), Surface::Command) => format!("`nodes forget {id}` lifts the rejection"),
+            (Hint::ForgetLifts(Some(id)), Surface::Command) => {
+                format!("`nodes forget {id}` lifts the rejection")
+            }
             (Hint::ForgetLifts(None), Surface::Command) => {
                 "`nodes forget` of the record you rejected lifts the rejection".into()
             }
@@ -496,13 +498,18 @@ impl AdminError {
 
     /// Our fault: `cause` logged, never said.
     pub fn internal(cause: impl Into<String>) -> Self {
-        AdminError { cause: Some(cause.into()), ..AdminError::new(Code::Internal, "internal error: see the server's log") }
+        AdminError {
+            cause: Some(cause.into()),
+            ..AdminError::new(Code::Internal, "internal error: see the server's log")
+        }
     }
 
     /// What `surface` says: the field's name, the detail, the way out.
     pub fn said(&self, surface: Surface) -> String {
         let mut said = match self.field {
-            Some(field) if self.code == Code::InvalidField => format!("{} {}", field.name(surface), self.detail),
+            Some(field) if self.code == Code::InvalidField => {
+                format!("{} {}", field.name(surface), self.detail)
+            }
             _ => self.detail.clone(),
         };
         for hint in &self.hints {
@@ -552,10 +559,13 @@ impl From<StoreError> for AdminError {
                 Refusal::NoSuchToken => Code::TokenNotFound,
                 Refusal::AmbiguousToken(_) => Code::AmbiguousToken,
             },
-            StoreError::Undecidable(_) | StoreError::TokenMeta(_) | StoreError::Format(_) => Code::StateUnreadable,
+            StoreError::Undecidable(_) | StoreError::TokenMeta(_) | StoreError::Format(_) => {
+                Code::StateUnreadable
+            }
             StoreError::Io(cause) => return io_error(cause),
         };
-        AdminError::new(code, janus_core::terminal::escape(&error.to_string()))
+        // Said as it is: each surface escapes what it shows.
+        AdminError::new(code, error.to_string())
     }
 }
 
@@ -598,7 +608,11 @@ mod tests {
         for code in Code::ALL {
             assert_ne!(code.status(), 409, "{code}");
             assert_eq!(serde_json::to_value(code).unwrap(), code.name());
-            assert_eq!(code.retry_after().is_some(), code.status() == 503, "{code}: Retry-After exactly on 503");
+            assert_eq!(
+                code.retry_after().is_some(),
+                code.status() == 503,
+                "{code}: Retry-After exactly on 503"
+            );
         }
     }
 
@@ -612,7 +626,10 @@ mod tests {
         for surface in [Surface::Api, Surface::Console] {
             assert!(!rejected.said(surface).contains("--"), "{}", rejected.said(surface));
         }
-        let io = janus_core::durable::with_path(std::io::Error::from_raw_os_error(28), std::path::Path::new("/s/t"));
+        let io = janus_core::durable::with_path(
+            std::io::Error::from_raw_os_error(28),
+            std::path::Path::new("/s/t"),
+        );
         let full = AdminError::from(StoreError::Io(io));
         assert_eq!(full.code, Code::DiskFull);
         assert!(!full.said(Surface::Api).contains("/s/t") && full.said(Surface::Api).contains("OS error 28"));

@@ -17,23 +17,24 @@ use std::path::Path;
 pub mod api;
 mod audit;
 pub mod console;
+pub mod credential;
 mod error;
 mod find;
+pub mod listener;
 pub mod model;
 mod nodes;
 pub mod tokens;
 mod watch;
 pub(crate) mod web;
-pub mod credential;
-pub mod listener;
 pub use watch::{Followed, follow, next_decisions};
 
 pub use self::nodes::{
-    Decision, NodeDetail, NodeList, approve, approve_ca, forget, history, node_list, reject, scan_nodes, show_node,
+    Decision, NodeDetail, NodeList, approve, approve_ca, forget, history, node_list, reject, scan_nodes,
+    show_node,
 };
 pub use audit::{AuditEntry, audit_entry};
-pub use error::{AdminError, Code, Field, Hint, Surface, Then};
 pub(crate) use error::Result;
+pub use error::{AdminError, Code, Field, Hint, Surface, Then};
 use find::{Among, find};
 pub use model::{
     Actor, Approve, ApproveCa, CONSOLE_MARKER, Check, Fingerprint, Mint, NewTokens, NodeFilter, Revoke,

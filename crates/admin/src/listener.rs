@@ -197,7 +197,8 @@ pub fn router(state: AdminState) -> axum::Router {
         .router
         .merge(crate::console::routes())
         .fallback(|request: axum::extract::Request| async move {
-            let missing = crate::AdminError::new(crate::Code::RouteNotFound, "no such route: see GET /v1/openapi.json");
+            let missing =
+                crate::AdminError::new(crate::Code::RouteNotFound, "no such route: see GET /v1/openapi.json");
             crate::web::refusal(request.uri().path(), missing)
         })
         .layer(axum::extract::DefaultBodyLimit::max(16 * 1024))

@@ -73,7 +73,8 @@ impl Fingerprint {
         if !text.chars().all(|c| c.is_ascii_hexdigit() || matches!(c, ':' | ' ')) {
             return Err(refuse());
         }
-        let hex: String = text.chars().filter(char::is_ascii_hexdigit).collect::<String>().to_ascii_lowercase();
+        let hex: String =
+            text.chars().filter(char::is_ascii_hexdigit).collect::<String>().to_ascii_lowercase();
         if hex.len() != 64 {
             return Err(refuse());
         }
@@ -193,7 +194,13 @@ pub const MAX_LIFETIME: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 impl NewTokens {
     /// One token, admitting once, forever, unlabelled.
     pub fn one() -> Self {
-        NewTokens { mint: Mint::Count(1), uses: None, expires_in: None, description: None, labels: BTreeMap::new() }
+        NewTokens {
+            mint: Mint::Count(1),
+            uses: None,
+            expires_in: None,
+            description: None,
+            labels: BTreeMap::new(),
+        }
     }
 
     /// `labels` as given (pairs), refused when a key repeats.
@@ -217,10 +224,16 @@ impl NewTokens {
             Mint::Count(_) => {}
         }
         if self.uses.is_some_and(|n| !(1..=store_tokens::MAX_USES).contains(&n)) {
-            return Err(AdminError::field(Field::Uses, format!("must be between 1 and {}", store_tokens::MAX_USES)));
+            return Err(AdminError::field(
+                Field::Uses,
+                format!("must be between 1 and {}", store_tokens::MAX_USES),
+            ));
         }
         if self.expires_in.is_some_and(|d| d.is_zero() || d > MAX_LIFETIME) {
-            return Err(AdminError::field(Field::ExpiresIn, "must be more than 0 s and at most 10 years (3650d)"));
+            return Err(AdminError::field(
+                Field::ExpiresIn,
+                "must be more than 0 s and at most 10 years (3650d)",
+            ));
         }
         if self.description.as_ref().is_some_and(|d| d.chars().count() > store_tokens::MAX_DESCRIPTION) {
             return Err(AdminError::field(
@@ -252,7 +265,10 @@ fn check_chosen(token: &str) -> Result<(), AdminError> {
         ));
     }
     if token.starts_with('#') {
-        return Err(AdminError::field(Field::Token, "must not start with '#': the tokens file reads that line as a comment"));
+        return Err(AdminError::field(
+            Field::Token,
+            "must not start with '#': the tokens file reads that line as a comment",
+        ));
     }
     Ok(())
 }
@@ -283,13 +299,16 @@ mod tests {
     #[test]
     fn fingerprints_as_people_paste_them() {
         let hex = "ab".repeat(32);
-        let ok = |pasted: &str| Fingerprint::parse(pasted, Field::ExpectedFingerprint).map(|f| f.hex().to_string());
+        let ok = |pasted: &str| {
+            Fingerprint::parse(pasted, Field::ExpectedFingerprint).map(|f| f.hex().to_string())
+        };
         assert_eq!(ok(&"AB".repeat(32)).unwrap(), hex);
         assert_eq!(ok(&vec!["AB"; 32].join(":")).unwrap(), hex);
         assert_eq!(ok(&vec!["ab"; 32].join(" ")).unwrap(), hex);
         assert_eq!(ok(&format!("[   2.5] {CONSOLE_MARKER}{hex}\r\n")).unwrap(), hex);
         assert_eq!(ok(&format!("  {hex}\n")).unwrap(), hex);
-        for bad in ["abc", "", &format!("{hex}0"), &format!("x{hex}"), &format!("a\nb {CONSOLE_MARKER}{hex}")] {
+        for bad in ["abc", "", &format!("{hex}0"), &format!("x{hex}"), &format!("a\nb {CONSOLE_MARKER}{hex}")]
+        {
             let refused = ok(bad).unwrap_err();
             assert_eq!(refused.field, Some(Field::ExpectedFingerprint));
             assert!(!refused.said(Surface::Api).contains("--"), "{}", refused.said(Surface::Api));

@@ -230,7 +230,11 @@ pub fn node_list(store: &Store, args: &NodeFilter) -> Result<NodeList> {
 /// Every record with these `labels`, each as read, to `each` (a million
 /// records' first lines at once: unsorted, ungrouped); what could not be
 /// shown is returned, each a reason.
-pub fn scan_nodes(store: &Store, labels: &[(String, String)], mut each: impl FnMut(NodeView)) -> Result<Vec<String>> {
+pub fn scan_nodes(
+    store: &Store,
+    labels: &[(String, String)],
+    mut each: impl FnMut(NodeView),
+) -> Result<Vec<String>> {
     let mut unshown = Vec::new();
     let mut problems = store.scan(|_, record: NodeRecord| match view(store, &record) {
         Ok(v) if v.has_labels(labels) => each(v),
@@ -289,13 +293,17 @@ pub fn approve_ca(store: &Store, request: &ApproveCa, actor: &Actor) -> Result<D
             let said = format!("already approved ({}); nothing changed", approved.join(", "));
             return Ok(Decision::unchanged(said, approved));
         }
-        return Err(AdminError::new(Code::NodeNotFound, format!("no pending node has the CA SHA-256 {want}")));
+        return Err(AdminError::new(
+            Code::NodeNotFound,
+            format!("no pending node has the CA SHA-256 {want}"),
+        ));
     }
     let forced = force && ca_rejected;
     let mut out = String::new();
     let mut ids = Vec::new();
     for record in matching {
-        let admitted = Admitted::by_command(record.id.clone(), actor.audit_name(), Some(want.to_string()), forced);
+        let admitted =
+            Admitted::by_command(record.id.clone(), actor.audit_name(), Some(want.to_string()), forced);
         store.admit(admitted)?;
         let _ = writeln!(out, "approved {} ({})", record.id, escape(&record.name));
         ids.push(record.id.to_string());
@@ -307,18 +315,21 @@ pub fn approve_ca(store: &Store, request: &ApproveCa, actor: &Actor) -> Result<D
 /// approve form: one node, its CA checked as `request` says, for `actor`.
 pub fn approve(store: &Store, request: &Approve, actor: &Actor) -> Result<Decision> {
     let key = request.node.as_str();
-    let (node, record) = find(store, key, Among::Pending).or_else(|e| match (&request.check, NodeId::parse(key)) {
-        // A name several pending records carry: the one whose CA the
-        // console log names, when exactly one has it.
-        (Check::ConsoleLog(_), _) if e.code == Code::AmbiguousName => match expected(&request.check)? {
-            Some(want) => crate::find::find_where(store, key, Among::Pending, |r| ca_sha256_of(r) == want.hex())
-                .map_err(|_| e),
-            None => Err(e),
-        },
-        (_, Some(_)) => Err(e),
-        // An admitted node named again: say so rather than "no match".
-        (_, None) => find(store, key, Among::All).map_err(|_| e),
-    })?;
+    let (node, record) =
+        find(store, key, Among::Pending).or_else(|e| match (&request.check, NodeId::parse(key)) {
+            // A name several pending records carry: the one whose CA the
+            // console log names, when exactly one has it.
+            (Check::ConsoleLog(_), _) if e.code == Code::AmbiguousName => match expected(&request.check)? {
+                Some(want) => {
+                    crate::find::find_where(store, key, Among::Pending, |r| ca_sha256_of(r) == want.hex())
+                        .map_err(|_| e)
+                }
+                None => Err(e),
+            },
+            (_, Some(_)) => Err(e),
+            // An admitted node named again: say so rather than "no match".
+            (_, None) => find(store, key, Among::All).map_err(|_| e),
+        })?;
     let id = node.as_str();
     let ids = vec![id.to_string()];
     if store.approved_now(&node)? && !store.poll_refused_now(&node)? {
@@ -370,7 +381,10 @@ pub fn approve(store: &Store, request: &Approve, actor: &Actor) -> Result<Decisi
     store.admit(Admitted::by_command(node.clone(), actor.audit_name(), checked, forced))?;
     let said = match expected {
         Some(_) => {
-            format!("approved {id} ({}): its CA matches; it gets the trust at its next poll", escape(&record.name))
+            format!(
+                "approved {id} ({}): its CA matches; it gets the trust at its next poll",
+                escape(&record.name)
+            )
         }
         None => format!(
             "approved {id} ({}) without a fingerprint check; it gets the trust at its next poll",
@@ -432,4 +446,3 @@ fn detail(store: &Store, record: &NodeRecord) -> Result<NodeDetail> {
     }
     Ok(detail)
 }
-

@@ -100,4 +100,3 @@ pub fn revoke(store: &Store, request: &Revoke, actor: &Actor) -> Result<Revoked>
     let sha256_prefix = store.revoke_token(&request.key, &actor.audit_name()).map_err(AdminError::from)?;
     Ok(Revoked { sha256_prefix })
 }
-

@@ -31,7 +31,10 @@ pub fn next_decisions(follower: &mut Follower, store: &Store) -> Result<Vec<serd
 fn next_events(follower: &mut Follower, store: &Store, followed: Followed) -> Result<Vec<serde_json::Value>> {
     let mut events = follower.next(store)?;
     if followed == Followed::Kinds {
-        return Ok(events.iter().map(|event| serde_json::json!({ "event": crate::audit_entry(event).kind() })).collect());
+        return Ok(events
+            .iter()
+            .map(|event| serde_json::json!({ "event": crate::audit_entry(event).kind() }))
+            .collect());
     }
     events.retain(|event| crate::audit_entry(event).is_decision());
     for event in &mut events {
@@ -53,8 +56,8 @@ pub async fn follow(
     let mut follower = Follower::since(since);
     loop {
         let looked = tokio::task::spawn_blocking(move || {
-            let decisions =
-                super::open_state_to_read(&state).and_then(|store| next_events(&mut follower, &store, followed));
+            let decisions = super::open_state_to_read(&state)
+                .and_then(|store| next_events(&mut follower, &store, followed));
             (state, follower, decisions)
         })
         .await;

@@ -61,7 +61,7 @@ pub enum ClientError {
     Timeout(Duration),
     /// The API refused: its problem document, code included.
     #[error("the admin API answered {} ({}): {}", .0.status, .0.code, .0.detail)]
-    Refused(Problem),
+    Refused(Box<Problem>),
     /// An answer the API does not document (a proxy's, another server's).
     #[error("the admin API answered {status} with what it does not document: {said}")]
     Unexpected {
@@ -104,7 +104,9 @@ impl AdminClient {
     pub fn new(server: &str, server_ca: &[u8], cert: &[u8], key: &[u8]) -> Result<Self, ClientError> {
         let setup = ClientError::Setup;
         let mut roots = rustls::RootCertStore::empty();
-        for der in janus_core::pki::all_certificates(server_ca, "--server-ca").map_err(|e| setup(e.to_string()))? {
+        for der in
+            janus_core::pki::all_certificates(server_ca, "--server-ca").map_err(|e| setup(e.to_string()))?
+        {
             roots.add(CertificateDer::from(der.to_vec())).map_err(|e| setup(format!("--server-ca: {e}")))?;
         }
         if roots.is_empty() {
@@ -117,7 +119,8 @@ impl AdminClient {
             return Err(setup("--client-cert holds no certificate".into()));
         }
         let key = PrivateKeyDer::from_pem_slice(key).map_err(|e| setup(format!("--client-key: {e}")))?;
-        let config = janus_core::tls::admin_client_config(roots, chain, key).map_err(|e| setup(e.to_string()))?;
+        let config =
+            janus_core::tls::admin_client_config(roots, chain, key).map_err(|e| setup(e.to_string()))?;
         Ok(Self::from_config(server, Arc::new(config)))
     }
 
@@ -190,7 +193,7 @@ impl AdminClient {
             return serde_json::from_value(reply.body.clone()).map_err(|_| unexpected(&reply));
         }
         match serde_json::from_value::<Problem>(reply.body.clone()) {
-            Ok(problem) => Err(ClientError::Refused(problem)),
+            Ok(problem) => Err(ClientError::Refused(Box::new(problem))),
             Err(_) => Err(unexpected(&reply)),
         }
     }
@@ -213,7 +216,9 @@ impl AdminClient {
     /// `GET /v1/nodes` with `filter`.
     pub async fn list_nodes(&self, filter: &NodeFilter) -> Result<NodeList, ClientError> {
         let mut query = form_urlencoded::Serializer::new(String::new());
-        for (on, state) in [(filter.pending, "pending"), (filter.admitted, "admitted"), (filter.rejected, "rejected")] {
+        for (on, state) in
+            [(filter.pending, "pending"), (filter.admitted, "admitted"), (filter.rejected, "rejected")]
+        {
             if on {
                 query.append_pair("state", state);
             }
@@ -282,7 +287,7 @@ impl AdminClient {
             let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
             let reply = Reply { status, body: serde_json::from_slice(&bytes).unwrap_or(Value::Null) };
             return Err(match serde_json::from_value::<Problem>(reply.body.clone()) {
-                Ok(problem) => ClientError::Refused(problem),
+                Ok(problem) => ClientError::Refused(Box::new(problem)),
                 Err(_) => unexpected(&reply),
             });
         }
@@ -312,11 +317,21 @@ impl AdminClient {
 }
 
 /// The credential and the server's CA from files (`--client-cert`, `--client-key`, `--server-ca`).
-pub fn from_files(server: &str, cert: &Path, key: &Path, server_ca: &Path) -> Result<AdminClient, ClientError> {
+pub fn from_files(
+    server: &str,
+    cert: &Path,
+    key: &Path,
+    server_ca: &Path,
+) -> Result<AdminClient, ClientError> {
     let read = |flag: &str, path: &Path| {
         std::fs::read(path).map_err(|e| ClientError::Setup(format!("{flag} {}: {e}", path.display())))
     };
-    AdminClient::new(server, &read("--server-ca", server_ca)?, &read("--client-cert", cert)?, &read("--client-key", key)?)
+    AdminClient::new(
+        server,
+        &read("--server-ca", server_ca)?,
+        &read("--client-cert", cert)?,
+        &read("--client-key", key)?,
+    )
 }
 
 /// A node's or token's key as a URL path segment (percent-encoded).

@@ -122,7 +122,8 @@ fn refusals() -> Vec<(u16, String)> {
     statuses
         .into_iter()
         .map(|status| {
-            let codes: Vec<&str> = Code::ALL.iter().filter(|c| c.status() == status).map(|c| c.name()).collect();
+            let codes: Vec<&str> =
+                Code::ALL.iter().filter(|c| c.status() == status).map(|c| c.name()).collect();
             (status, format!("refused: {}", codes.join(", ")))
         })
         .collect()
@@ -267,8 +268,12 @@ mod tests {
         assert_eq!(tokens["uses"]["maximum"], janus_store::tokens::MAX_USES);
         assert_eq!(tokens["description"]["maxLength"], janus_store::tokens::MAX_DESCRIPTION);
         assert_eq!(tokens["expires_in_seconds"]["maximum"], crate::model::MAX_LIFETIME.as_secs());
-        assert_eq!(schemas["Approval"]["properties"]["expect_ca_sha256"]["pattern"], crate::model::Fingerprint::PATTERN);
-        let codes: Vec<&str> = schemas["Code"]["enum"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
+        assert_eq!(
+            schemas["Approval"]["properties"]["expect_ca_sha256"]["pattern"],
+            crate::model::Fingerprint::PATTERN
+        );
+        let codes: Vec<&str> =
+            schemas["Code"]["enum"].as_array().unwrap().iter().map(|c| c.as_str().unwrap()).collect();
         assert_eq!(codes, Code::ALL.map(Code::name));
     }
 }

@@ -49,7 +49,12 @@ pub(crate) fn routes() -> Routes {
     Routes::new()
         .route(Method::GET, "/v1/whoami", Needs::Credential, get(whoami))
         .route(Method::POST, "/v1/tokens", Needs::Scope(Scope::Tokens), post(add_tokens))
-        .route(Method::DELETE, "/v1/tokens/{sha256_prefix}", Needs::Scope(Scope::Tokens), delete(revoke_token))
+        .route(
+            Method::DELETE,
+            "/v1/tokens/{sha256_prefix}",
+            Needs::Scope(Scope::Tokens),
+            delete(revoke_token),
+        )
         .route(Method::GET, "/v1/nodes", Needs::Scope(Scope::Read), get(list_nodes))
         .route(Method::GET, "/v1/nodes/{id}", Needs::Scope(Scope::Read), get(show_node))
         .route(Method::POST, "/v1/nodes/{id}/approve", Needs::Scope(Scope::Approve), post(approve))
@@ -69,10 +74,16 @@ async fn whoami(Extension(caller): Extension<Caller>) -> Json<Caller> {
 
 type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
 
-async fn add_tokens(State(state): State<AdminState>, Extension(caller): Extension<Caller>, body: Body<NewTokensBody>) -> Answer {
+async fn add_tokens(
+    State(state): State<AdminState>,
+    Extension(caller): Extension<Caller>,
+    body: Body<NewTokensBody>,
+) -> Answer {
     let Json(asked) = body.map_err(bad_body)?;
     let request = asked.request()?;
-    let made = on_store(&state, actor(&caller), move |store, actor| crate::tokens::add(store, &request, actor)).await?;
+    let made =
+        on_store(&state, actor(&caller), move |store, actor| crate::tokens::add(store, &request, actor))
+            .await?;
     Ok((StatusCode::CREATED, Json(TokensMade { tokens: made })).into_response())
 }
 
@@ -83,7 +94,9 @@ async fn revoke_token(
     Path(prefix): Path<String>,
 ) -> Answer {
     let request = Revoke { key: wire::token_prefix(&prefix)? };
-    let revoked = on_store(&state, actor(&caller), move |store, actor| crate::tokens::revoke(store, &request, actor)).await?;
+    let revoked =
+        on_store(&state, actor(&caller), move |store, actor| crate::tokens::revoke(store, &request, actor))
+            .await?;
     Ok(Json(TokenRevoked { revoked }).into_response())
 }
 
@@ -112,13 +125,21 @@ pub(crate) fn node_filter(raw: Option<&str>) -> Result<NodeFilter, AdminError> {
 }
 
 /// `GET /v1/nodes?state=pending|admitted|rejected&label=K=V&admitted_since=WHEN`.
-async fn list_nodes(State(state): State<AdminState>, Extension(caller): Extension<Caller>, RawQuery(raw): RawQuery) -> Answer {
+async fn list_nodes(
+    State(state): State<AdminState>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
     let filter = node_filter(raw.as_deref())?;
     let listed = on_store(&state, actor(&caller), move |store, _| crate::node_list(store, &filter)).await?;
     Ok(Json(listed).into_response())
 }
 
-async fn show_node(State(state): State<AdminState>, Extension(caller): Extension<Caller>, Path(id): Path<String>) -> Answer {
+async fn show_node(
+    State(state): State<AdminState>,
+    Extension(caller): Extension<Caller>,
+    Path(id): Path<String>,
+) -> Answer {
     let shown = on_store(&state, actor(&caller), move |store, _| crate::show_node(store, &id)).await?;
     Ok(Json(shown).into_response())
 }
@@ -131,7 +152,8 @@ async fn approve(
     body: Body<Approval>,
 ) -> Answer {
     let Json(approval) = body.map_err(bad_body)?;
-    let request = Approve { node: id, check: Check::Expected(approval.fingerprint()?), force: approval.force };
+    let request =
+        Approve { node: id, check: Check::Expected(approval.fingerprint()?), force: approval.force };
     decided(&state, &caller, move |store, actor| crate::approve(store, &request, actor)).await
 }
 
@@ -144,7 +166,10 @@ async fn reject(
 ) -> Answer {
     if !body.iter().all(u8::is_ascii_whitespace) {
         serde_json::from_slice::<Rejection>(&body).map_err(|e| {
-            AdminError::new(Code::InvalidRequest, format!("the body is not what this route takes ({{}} or none): {e}"))
+            AdminError::new(
+                Code::InvalidRequest,
+                format!("the body is not what this route takes ({{}} or none): {e}"),
+            )
         })?;
     }
     decided(&state, &caller, move |store, actor| crate::reject(store, &id, actor)).await
@@ -172,7 +197,9 @@ async fn decided(
 fn bad_body(rejection: axum::extract::rejection::JsonRejection) -> AdminError {
     let said = format!("the body is not what this route takes: {}", rejection.body_text());
     match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => AdminError::new(Code::BodyTooLarge, "the body is larger than 16 KiB"),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            AdminError::new(Code::BodyTooLarge, "the body is larger than 16 KiB")
+        }
         StatusCode::UNSUPPORTED_MEDIA_TYPE => AdminError::new(Code::NotJson, said),
         _ => AdminError::new(Code::InvalidRequest, said),
     }
@@ -185,7 +212,11 @@ async fn openapi() -> Json<serde_json::Value> {
 
 /// `GET /v1/events[?since=1h]`: Server-Sent Events, one per admission,
 /// readmission, rejection and forget, each as `nodes watch` prints it.
-async fn events(State(state): State<AdminState>, Extension(caller): Extension<Caller>, RawQuery(raw): RawQuery) -> Answer {
+async fn events(
+    State(state): State<AdminState>,
+    Extension(caller): Extension<Caller>,
+    RawQuery(raw): RawQuery,
+) -> Answer {
     let mut since = None;
     for (_, value) in query::pairs(raw.as_deref(), &["since"])? {
         since = Some(wire::duration(&value, Field::Since)?);

@@ -59,7 +59,9 @@ impl NewTokensBody {
                 return Err(AdminError::new(Code::InvalidRequest, "give token or count, not both"));
             }
             (Some(token), None) => Mint::Given(token),
-            (None, count) => Mint::Count(usize::try_from(count.unwrap_or(1)).map_err(|_| too_big(Field::Count))?),
+            (None, count) => {
+                Mint::Count(usize::try_from(count.unwrap_or(1)).map_err(|_| too_big(Field::Count))?)
+            }
         };
         let request = NewTokens {
             mint,
@@ -79,7 +81,9 @@ impl NewTokensBody {
 pub struct Approval {
     /// The node's CA SHA-256: the 64 hex digits (upper or lower case, spaces
     /// or colons anywhere), or the node's whole console line `pki: this node's CA: SHA-256 <hex>`.
-    #[schema(pattern = "^[ \\t\\r\\n]*([^\\n]*pki: this node's CA: SHA-256 )?[: ]*([0-9A-Fa-f][: ]*){64}[ \\t\\r\\n]*$")]
+    #[schema(
+        pattern = "^[ \\t\\r\\n]*([^\\n]*pki: this node's CA: SHA-256 )?[: ]*([0-9A-Fa-f][: ]*){64}[ \\t\\r\\n]*$"
+    )]
     pub expect_ca_sha256: String,
     /// Approve even a node whose CA was rejected.
     #[serde(default)]
@@ -136,10 +140,14 @@ pub fn duration(text: &str, field: Field) -> Result<Duration, AdminError> {
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     let unit_ok = matches!(&text[digits..], "" | "ms" | "s" | "m" | "h" | "d");
     if !(1..=12).contains(&digits) || !unit_ok {
-        return Err(AdminError::field(field, "must be a duration: digits and a unit, such as 90s, 15m, 2h, 7d"));
+        return Err(AdminError::field(
+            field,
+            "must be a duration: digits and a unit, such as 90s, 15m, 2h, 7d",
+        ));
     }
-    janus_core::clock::parse_duration(text)
-        .map_err(|_| AdminError::field(field, "must be a duration: digits and a unit, such as 90s, 15m, 2h, 7d"))
+    janus_core::clock::parse_duration(text).map_err(|_| {
+        AdminError::field(field, "must be a duration: digits and a unit, such as 90s, 15m, 2h, 7d")
+    })
 }
 
 #[cfg(test)]

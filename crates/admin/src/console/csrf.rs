@@ -82,7 +82,10 @@ pub fn new_browser() -> (String, HeaderValue) {
 pub fn same_origin(headers: &HeaderMap) -> Result<String, AdminError> {
     origin_check(headers).map_err(|why| AdminError::new(Code::CrossSite, why))?;
     browser(headers).ok_or_else(|| {
-        AdminError::new(Code::FormInvalid, "the browser sent no console cookie: reload the page and try again")
+        AdminError::new(
+            Code::FormInvalid,
+            "the browser sent no console cookie: reload the page and try again",
+        )
     })
 }
 

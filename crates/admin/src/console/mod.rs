@@ -83,7 +83,8 @@ impl DoneForms {
 fn build() -> Routes {
     use axum::routing::{get, post};
     let read = Needs::Scope(Scope::Read);
-    let form = |handler| axum::routing::MethodRouter::route_layer(handler, axum::middleware::from_fn(checked_form));
+    let form =
+        |handler| axum::routing::MethodRouter::route_layer(handler, axum::middleware::from_fn(checked_form));
     let (approve_, reject_, tokens_) =
         (Needs::Scope(Scope::Approve), Needs::Scope(Scope::Reject), Needs::Scope(Scope::Tokens));
     Routes::new()
@@ -139,10 +140,16 @@ async fn checked_form(Extension(console): Extension<Arc<Console>>, request: Requ
     };
     let form_type = parts.headers.get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
     if !form_type.starts_with("application/x-www-form-urlencoded") {
-        return failed(AdminError::new(Code::InvalidRequest, "a console form is sent as application/x-www-form-urlencoded"));
+        return failed(AdminError::new(
+            Code::InvalidRequest,
+            "a console form is sent as application/x-www-form-urlencoded",
+        ));
     }
     let Ok(bytes) = axum::body::to_bytes(body, 16 * 1024).await else {
-        return failed(AdminError::new(Code::BodyTooLarge, "the form is larger than 16 KiB, or was cut short"));
+        return failed(AdminError::new(
+            Code::BodyTooLarge,
+            "the form is larger than 16 KiB, or was cut short",
+        ));
     };
     let fields: HashMap<String, String> = form_urlencoded::parse(&bytes).into_owned().collect();
     if let Err(why) =
@@ -271,7 +278,9 @@ fn nodes_filter(raw: Option<&str>) -> Result<(Filter, NodeFilter), AdminError> {
             ("state", "pending") => args.pending = true,
             ("state", "admitted") => args.admitted = true,
             ("state", "rejected") => args.rejected = true,
-            ("state", _) => return Err(AdminError::field(Field::State, "must be pending, admitted or rejected")),
+            ("state", _) => {
+                return Err(AdminError::field(Field::State, "must be pending, admitted or rejected"));
+            }
             (_, label) => args.labels.push(crate::model::parse_label(label, Field::LabelFilter)?),
         }
         match key.as_str() {
@@ -311,11 +320,7 @@ async fn node_page(asked: Asked, Path(id): Path<String>) -> Response {
 
 /// A decision's answer: the node's page as it stands now, with what the
 /// decision did, or (refused, with the refusal's status) why not.
-async fn after_decision(
-    asked: Asked,
-    id: String,
-    decided: Result<crate::Decision, AdminError>,
-) -> Response {
+async fn after_decision(asked: Asked, id: String, decided: Result<crate::Decision, AdminError>) -> Response {
     after_decision_typed(asked, id, decided, None).await
 }
 
@@ -518,12 +523,14 @@ fn mint_request(fields: &Fields) -> Result<NewTokens, AdminError> {
     let expires_in = fields
         .get("expires_in")
         .map(|v| {
-            janus_core::clock::parse_duration(v.trim())
-                .map_err(|_| AdminError::field(Field::ExpiresIn, "must be a duration, such as 90m, 24h or 7d"))
+            janus_core::clock::parse_duration(v.trim()).map_err(|_| {
+                AdminError::field(Field::ExpiresIn, "must be a duration, such as 90m, 24h or 7d")
+            })
         })
         .transpose()?;
     let mut labels = Vec::new();
-    for label in fields.get("labels").unwrap_or_default().split(',').map(str::trim).filter(|l| !l.is_empty()) {
+    for label in fields.get("labels").unwrap_or_default().split(',').map(str::trim).filter(|l| !l.is_empty())
+    {
         labels.push(crate::model::parse_label(label, Field::Labels)?);
     }
     let count = number("count", Field::Count)?.unwrap_or(1);
@@ -542,7 +549,8 @@ async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
     let request = match mint_request(&fields) {
         Ok(request) => request,
         Err(why) => {
-            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why.said(Surface::Console)))).await;
+            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why.said(Surface::Console))))
+                .await;
         }
     };
     let once = fields.get("once").unwrap_or_default().to_string();
@@ -593,7 +601,8 @@ async fn revoke(asked: Asked, Extension(fields): Extension<Fields>, Path(prefix)
     let key = match crate::model::token_prefix(&prefix) {
         Ok(key) => key,
         Err(why) => {
-            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why.said(Surface::Console)))).await;
+            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why.said(Surface::Console))))
+                .await;
         }
     };
     let request = Revoke { key };

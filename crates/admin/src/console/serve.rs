@@ -43,5 +43,6 @@ pub async fn events(
     if let Err(why) = super::csrf::same_origin(&headers) {
         return failed(why);
     }
-    crate::web::stream::open(&state, &caller, None, crate::Followed::Kinds, Some("changed")).unwrap_or_else(failed)
+    crate::web::stream::open(&state, &caller, None, crate::Followed::Kinds, Some("changed"))
+        .unwrap_or_else(failed)
 }

@@ -72,26 +72,33 @@ pub(crate) fn browser_refusal(method: &Method, path: &str, headers: &HeaderMap) 
     if let Some(site) = headers.get("sec-fetch-site") {
         let site = site.to_str().unwrap_or("(not text)");
         if !matches!(site, "same-origin" | "none") {
-            return Some(AdminError::new(Code::CrossSite, format!(
-                "the browser says this request comes from another site (Sec-Fetch-Site: {}): the admin \
+            return Some(AdminError::new(
+                Code::CrossSite,
+                format!(
+                    "the browser says this request comes from another site (Sec-Fetch-Site: {}): the admin \
                  listener answers only its own pages, and programs (which send no such header)",
-                janus_core::terminal::escape(site)
-            )));
+                    janus_core::terminal::escape(site)
+                ),
+            ));
         }
     }
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("(not text)");
         let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
         if host.is_empty() || !origin.eq_ignore_ascii_case(&format!("https://{host}")) {
-            return Some(AdminError::new(Code::CrossSite, format!(
-                "the request was sent from another origin ({}), not this listener's: refused",
-                janus_core::terminal::escape(origin)
-            )));
+            return Some(AdminError::new(
+                Code::CrossSite,
+                format!(
+                    "the request was sent from another origin ({}), not this listener's: refused",
+                    janus_core::terminal::escape(origin)
+                ),
+            ));
         }
     }
     let changes = matches!(*method, Method::POST | Method::PUT | Method::PATCH);
     if changes && !path.starts_with("/console") && !declares_json(headers) {
-        return Some(AdminError::new(Code::NotJson,
+        return Some(AdminError::new(
+            Code::NotJson,
             "a request that changes something is sent with Content-Type: application/json (its body \
              JSON, {} where the route takes no field)",
         ));
@@ -148,13 +155,26 @@ fn framework_error(status: StatusCode, headers: &HeaderMap, text: &str) -> Admin
         StatusCode::METHOD_NOT_ALLOWED => {
             let allowed =
                 headers.get(header::ALLOW).and_then(|v| v.to_str().ok()).unwrap_or("another method");
-            AdminError::new(Code::MethodNotAllowed, format!("this route takes {allowed}: see GET /v1/openapi.json"))
+            AdminError::new(
+                Code::MethodNotAllowed,
+                format!("this route takes {allowed}: see GET /v1/openapi.json"),
+            )
         }
-        StatusCode::PAYLOAD_TOO_LARGE => AdminError::new(Code::BodyTooLarge, "the body is larger than 16 KiB"),
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => AdminError::new(Code::NotJson, format!("the body's type: {text}")),
-        StatusCode::NOT_FOUND => AdminError::new(Code::RouteNotFound, "no such route: see GET /v1/openapi.json"),
-        s if s.is_client_error() && text.is_empty() => AdminError::new(Code::InvalidRequest, "the request is not valid"),
-        s if s.is_client_error() => AdminError::new(Code::InvalidRequest, format!("the request is not valid: {text}")),
+        StatusCode::PAYLOAD_TOO_LARGE => {
+            AdminError::new(Code::BodyTooLarge, "the body is larger than 16 KiB")
+        }
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            AdminError::new(Code::NotJson, format!("the body's type: {text}"))
+        }
+        StatusCode::NOT_FOUND => {
+            AdminError::new(Code::RouteNotFound, "no such route: see GET /v1/openapi.json")
+        }
+        s if s.is_client_error() && text.is_empty() => {
+            AdminError::new(Code::InvalidRequest, "the request is not valid")
+        }
+        s if s.is_client_error() => {
+            AdminError::new(Code::InvalidRequest, format!("the request is not valid: {text}"))
+        }
         _ => AdminError::internal(format!("the framework answered {status}: {text}")),
     }
 }
@@ -205,7 +225,10 @@ mod tests {
             [None, Some("text/plain"), Some("application/x-www-form-urlencoded"), Some("multipart/form-data")]
         {
             let h: Vec<(&'static str, &str)> = kind.map(|k| ("content-type", k)).into_iter().collect();
-            assert!(matches!(refused(&h, "/v1/nodes/x/reject"), Some(AdminError { code: Code::NotJson, .. })), "{kind:?}");
+            assert!(
+                matches!(refused(&h, "/v1/nodes/x/reject"), Some(AdminError { code: Code::NotJson, .. })),
+                "{kind:?}"
+            );
         }
         // A console form is a form: its own check (the CSRF token) governs it.
         assert!(

@@ -98,7 +98,8 @@ impl Routes {
         handler: MethodRouter<AdminState>,
     ) -> Self {
         self.table.push((method, path, needs));
-        let guarded = handler.route_layer(axum::middleware::from_fn(move |r: Request, n: Next| guard(needs, r, n)));
+        let guarded =
+            handler.route_layer(axum::middleware::from_fn(move |r: Request, n: Next| guard(needs, r, n)));
         self.router = self.router.route(path, guarded);
         self
     }
@@ -129,7 +130,12 @@ pub(crate) fn permitted<B>(needs: Needs, request: &axum::http::Request<B>) -> Re
     {
         return Err(AdminError::new(
             Code::ScopeMissing,
-            format!("the credential {:?} may not {}: it lacks the scope {:?}", caller.name, what(scope), scope.name()),
+            format!(
+                "the credential {:?} may not {}: it lacks the scope {:?}",
+                caller.name,
+                what(scope),
+                scope.name()
+            ),
         ));
     }
     Ok(caller)
@@ -217,7 +223,8 @@ pub(crate) fn page_refusal(error: AdminError) -> Response {
         _ => "Not done",
     };
     let status = StatusCode::from_u16(error.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = (status, axum::response::Html(failure_page(title, &said).into_string())).into_response();
+    let mut response =
+        (status, axum::response::Html(failure_page(title, &said).into_string())).into_response();
     marked(&mut response, &error, said);
     response
 }
@@ -228,7 +235,11 @@ fn marked(response: &mut Response, error: &AdminError, said: String) {
         response.headers_mut().insert(header::RETRY_AFTER, secs.into());
     }
     let cause = error.cause().map(|c| (c.to_string(), None));
-    response.extensions_mut().insert(Refused { level: error.code.log_level(), said: format!("{}: {said}", error.code), cause });
+    response.extensions_mut().insert(Refused {
+        level: error.code.log_level(),
+        said: format!("{}: {said}", error.code),
+        cause,
+    });
 }
 
 /// A refusal's page, in the console's frame (its stylesheet, no script).
@@ -316,7 +327,10 @@ mod tests {
     fn a_problem_says_its_code_status_and_field_in_the_apis_words() {
         let refused = AdminError::field(crate::Field::Count, "must be between 1 and 100000");
         let problem = Problem::of(&refused);
-        assert_eq!((problem.status, problem.code, problem.field.as_deref()), (400, Code::InvalidField, Some("count")));
+        assert_eq!(
+            (problem.status, problem.code, problem.field.as_deref()),
+            (400, Code::InvalidField, Some("count"))
+        );
         assert_eq!(problem.detail, "count must be between 1 and 100000");
         let response = super::problem(AdminError::new(Code::LockTimeout, "locked"));
         assert_eq!(response.headers()[header::CONTENT_TYPE], "application/problem+json");

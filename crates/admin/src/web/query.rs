@@ -14,7 +14,10 @@ pub(crate) fn pairs(raw: Option<&str>, known: &[&str]) -> Result<Vec<(String, St
             let takes = if known.is_empty() { "none".to_string() } else { known.join(", ") };
             return Err(AdminError::new(
                 Code::InvalidRequest,
-                format!("{:?} is not a parameter of this route: it takes {takes}", janus_core::terminal::escape(&key)),
+                format!(
+                    "{:?} is not a parameter of this route: it takes {takes}",
+                    janus_core::terminal::escape(&key)
+                ),
             ));
         }
         out.push((key.into_owned(), value.into_owned()));

@@ -65,13 +65,19 @@ impl StreamSlots {
     fn take(self: &Arc<Self>, name: &str) -> Result<StreamSlot, AdminError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.values().sum::<usize>() >= MAX_STREAMS {
-            return Err(AdminError::new(Code::StreamsFull, format!("{MAX_STREAMS} event streams are open already")));
+            return Err(AdminError::new(
+                Code::StreamsFull,
+                format!("{MAX_STREAMS} event streams are open already"),
+            ));
         }
         let mine = open.entry(name.to_string()).or_insert(0);
         if *mine >= MAX_STREAMS_PER_CREDENTIAL {
-            return Err(AdminError::new(Code::StreamsFull, format!(
-                "the credential {name:?} holds {MAX_STREAMS_PER_CREDENTIAL} event streams already: close one"
-            )));
+            return Err(AdminError::new(
+                Code::StreamsFull,
+                format!(
+                    "the credential {name:?} holds {MAX_STREAMS_PER_CREDENTIAL} event streams already: close one"
+                ),
+            ));
         }
         *mine += 1;
         Ok(StreamSlot { slots: self.clone(), name: name.to_string() })
@@ -122,7 +128,10 @@ mod tests {
     fn one_credential_holds_two_streams_and_all_hold_eight() {
         let slots = Arc::new(StreamSlots::default());
         let a: Vec<_> = (0..2).map(|_| slots.take("a").unwrap()).collect();
-        assert!(matches!(slots.take("a"), Err(AdminError { code: Code::StreamsFull, .. })), "a third for one credential");
+        assert!(
+            matches!(slots.take("a"), Err(AdminError { code: Code::StreamsFull, .. })),
+            "a third for one credential"
+        );
         let others: Vec<_> = (0..6).map(|i| slots.take(&format!("o{}", i / 2)).unwrap()).collect();
         assert!(slots.take("fresh").is_err(), "eight in all");
         drop(a);
@@ -130,5 +139,4 @@ mod tests {
         drop(others);
         assert!(slots.open.lock().unwrap().len() <= 1);
     }
-
 }

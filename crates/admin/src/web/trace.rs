@@ -69,4 +69,3 @@ impl<B> tower_http::trace::OnResponse<B> for AdminLine {
         }
     }
 }
-

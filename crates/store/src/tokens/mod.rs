@@ -41,7 +41,10 @@ use file::{Listed, ends_with_newline};
 pub use file::{is_separator, parse};
 pub(crate) use meta::METADATA_EXISTED;
 use meta::MetaCache;
-pub use meta::{MAX_DESCRIPTION, MAX_LABEL_KEY, MAX_LABEL_VALUE, MAX_LABELS, MAX_USES, MetaUnreadable, TokenMeta, labels_refusal};
+pub use meta::{
+    MAX_DESCRIPTION, MAX_LABEL_KEY, MAX_LABEL_VALUE, MAX_LABELS, MAX_USES, MetaUnreadable, TokenMeta,
+    labels_refusal,
+};
 pub use tidier::Tidier;
 
 use super::AuditEvent;
