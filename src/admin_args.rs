@@ -49,6 +49,18 @@ pub enum NodesCommand {
     Watch(WatchArgs),
 }
 
+impl NodesCommand {
+    /// Whether its output (and so its refusal) is asked for as JSON.
+    pub fn asks_json(&self) -> bool {
+        match self {
+            NodesCommand::List(args) => args.json,
+            NodesCommand::Show(args) | NodesCommand::History(args) => args.json,
+            NodesCommand::Watch(_) => true,
+            NodesCommand::Approve(_) | NodesCommand::Reject(_) | NodesCommand::Forget(_) => false,
+        }
+    }
+}
+
 #[derive(Debug, Args)]
 pub struct WatchArgs {
     /// Start with the events of this long ago (default: only new ones), e.g. 10m, 2h.
@@ -313,6 +325,15 @@ pub fn warn_secret_on_argv(flag: &str) {
 }
 
 impl TokensCommand {
+    /// Whether its output (and so its refusal) is asked for as JSON.
+    pub fn asks_json(&self) -> bool {
+        match self {
+            TokensCommand::Add(args) => args.json,
+            TokensCommand::List(args) => args.json,
+            TokensCommand::Revoke(_) => false,
+        }
+    }
+
     /// Takes the token of `--token-file` (or `revoke -`) in, off the
     /// command line; warns of one given on it.
     pub fn read_secrets(&mut self) -> Result<(), AdminError> {

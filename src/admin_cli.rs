@@ -20,6 +20,43 @@ use janus_core::clock::now_unix;
 use janus_core::terminal::{self, escape, escape_lines};
 use janus_store::Store;
 
+/// An admin command's refusal as the command line says it: its words and
+/// its code (`… (code: fingerprint_mismatch)`), or, when the command was
+/// asked for JSON, one line a program reads: the API's problem fields
+/// (`code`, `status`, `title`, `detail`, `field`), said in the command line's words.
+#[derive(Debug)]
+pub struct Refused {
+    error: AdminError,
+    /// Whether the command was asked for JSON.
+    pub json: bool,
+}
+
+impl Refused {
+    /// `error`, for a command asked for JSON or not.
+    pub fn new(error: AdminError, json: bool) -> Self {
+        Refused { error, json }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let code = self.error.code;
+        if !self.json {
+            return write!(f, "{} (code: {code})", self.error);
+        }
+        let problem = serde_json::json!({
+            "code": code,
+            "status": code.status(),
+            "title": code.title(),
+            "detail": self.error.said(Surface::Command),
+            "field": self.error.field.map(|field| field.name(Surface::Command)),
+        });
+        f.write_str(&terminal::json_text(&problem))
+    }
+}
+
+impl std::error::Error for Refused {}
+
 /// Runs a `nodes` subcommand on the state directory for `actor`; `Ok` is
 /// what to print (empty when it printed already).
 pub fn nodes(state: &Path, command: &NodesCommand, actor: &Actor) -> Result<String, AdminError> {

@@ -15,6 +15,13 @@ fn main() -> ExitCode {
     match run(cli) {
         Ok(code) => code,
         Err(failure) => {
+            // A refusal asked for as JSON is one line a program reads.
+            if let Some(refused) = failure.downcast_ref::<admin_cli::Refused>()
+                && refused.json
+            {
+                eprintln!("{refused}");
+                return ExitCode::FAILURE;
+            }
             // Our own multi-line messages print as lines; every other
             // control character is escaped (values from nodes are escaped
             // where they are put in).
@@ -119,8 +126,9 @@ fn nodes(args: janus_registration::cli::NodesArgs) -> Result<ExitCode, Failure> 
         return Ok(ExitCode::SUCCESS);
     }
     let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-    let actor = actor_here(args.acting_for.as_deref())?;
-    let out = admin_cli::nodes(state, &args.command, &actor)?;
+    let json = args.command.asks_json();
+    let actor = actor_here(args.acting_for.as_deref()).map_err(|e| admin_cli::Refused::new(e, json))?;
+    let out = admin_cli::nodes(state, &args.command, &actor).map_err(|e| admin_cli::Refused::new(e, json))?;
     // A streamed listing has printed itself already.
     if !out.is_empty() {
         print(&out);
@@ -137,8 +145,9 @@ fn tokens(mut args: janus_registration::cli::TokensArgs) -> Result<ExitCode, Fai
         return Ok(ExitCode::SUCCESS);
     }
     let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;
-    let actor = actor_here(args.acting_for.as_deref())?;
-    print(&admin_cli::tokens(state, &args.command, &actor)?);
+    let json = args.command.asks_json();
+    let actor = actor_here(args.acting_for.as_deref()).map_err(|e| admin_cli::Refused::new(e, json))?;
+    print(&admin_cli::tokens(state, &args.command, &actor).map_err(|e| admin_cli::Refused::new(e, json))?);
     Ok(ExitCode::SUCCESS)
 }
 

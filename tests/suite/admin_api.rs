@@ -288,9 +288,8 @@ async fn the_cli_goes_through_the_api_with_server_and_client_cert() {
         through(&reader, &["nodes", "approve", &pending, "--expect-ca-sha256", &ca_hash(&pending_ca)]);
     assert!(!ok);
     assert!(
-        err.contains(
-            "the admin API answered 403 (scope_missing): the credential \"reader\" may not approve nodes"
-        ),
+        err.contains("the admin API answered 403: the credential \"reader\" may not approve nodes")
+            && err.contains("(code: scope_missing)"),
         "{err}"
     );
     let (ok, out, err) =

@@ -15,18 +15,18 @@ use crate::admin_api::{client, credential, with_admin_api};
 use crate::common::*;
 
 /// A browser's session with the console: its cookie, once it has one.
-struct Browser {
+pub(crate) struct Browser {
     client: AdminClient,
     host: String,
     cookie: Option<String>,
 }
 
 impl Browser {
-    fn new(fx: &Fixture, admin: SocketAddr, credential: &Minted) -> Self {
+    pub(crate) fn new(fx: &Fixture, admin: SocketAddr, credential: &Minted) -> Self {
         Browser { client: client(fx, admin, credential), host: admin.to_string(), cookie: None }
     }
 
-    async fn get(&mut self, path: &str) -> RawReply {
+    pub(crate) async fn get(&mut self, path: &str) -> RawReply {
         let cookie = self.cookie.clone().map(|c| format!("janus_console={c}"));
         let mut headers = vec![("Sec-Fetch-Site", "none")];
         if let Some(cookie) = &cookie {
@@ -46,7 +46,7 @@ impl Browser {
     }
 
     /// Posts `fields` as the console's own page does (same origin, its cookie).
-    async fn post(&self, path: &str, fields: &[(&str, &str)]) -> RawReply {
+    pub(crate) async fn post(&self, path: &str, fields: &[(&str, &str)]) -> RawReply {
         let origin = format!("https://{}", self.host);
         let cookie = format!("janus_console={}", self.cookie.as_deref().unwrap_or(""));
         let headers =
@@ -67,7 +67,7 @@ type Header<'a> = (&'a str, &'a str);
 type Field = (&'static str, String);
 
 /// The value of the hidden field `name` in `page`.
-fn field(page: &str, name: &str) -> String {
+pub(crate) fn field(page: &str, name: &str) -> String {
     let marker = format!("name=\"{name}\" value=\"");
     let at = page.find(&marker).unwrap_or_else(|| panic!("no {name} field in {page}")) + marker.len();
     page[at..].split('"').next().unwrap().to_string()

@@ -38,5 +38,6 @@ mod serve_startup;
 mod serve_validation;
 mod stalls;
 mod state_integrity;
+mod surfaces;
 mod token_meta;
 mod upgrades;

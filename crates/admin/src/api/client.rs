@@ -60,7 +60,7 @@ pub enum ClientError {
     #[error("no answer in {}s", .0.as_secs())]
     Timeout(Duration),
     /// The API refused: its problem document, code included.
-    #[error("the admin API answered {} ({}): {}", .0.status, .0.code, .0.detail)]
+    #[error("the admin API answered {}: {} (code: {})", .0.status, .0.detail, .0.code)]
     Refused(Box<Problem>),
     /// An answer the API does not document (a proxy's, another server's).
     #[error("the admin API answered {status} with what it does not document: {said}")]

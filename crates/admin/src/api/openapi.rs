@@ -168,7 +168,7 @@ pub fn document() -> Value {
         });
         if let Some(body) = op.body {
             // A reject takes `{}` or no body: its body is optional.
-            operation["requestBody"] = json!({ "required": body != "Rejection",
+            operation["requestBody"] = json!({ "required": true,
                 "content": { "application/json": { "schema": schema(body) } } });
         }
         let entry = paths.entry(path.to_string()).or_insert_with(|| json!({}));
@@ -223,6 +223,10 @@ fn schemas() -> Value {
         .schema_from::<NodeList>()
         .schema_from::<NodeDetail>()
         .schema_from::<Problem>()
+        .schema_from::<crate::tokens::AddedToken>()
+        .schema_from::<crate::tokens::Revoked>()
+        .schema_from::<janus_store::view::NodeView>()
+        .schema_from::<janus_store::NodeState>()
         .schema_from::<Code>()
         .build();
     let mut schemas = serde_json::to_value(&components).unwrap_or_default()["schemas"].take();
@@ -230,6 +234,15 @@ fn schemas() -> Value {
         "propertyNames": { "pattern": "^[A-Za-z0-9._/-]{1,63}$" },
         "additionalProperties": { "type": "string", "maxLength": janus_store::tokens::MAX_LABEL_VALUE } });
     let new_tokens = &mut schemas["NewTokensBody"];
+    // An optional field is absent or a value: `null` is refused.
+    if let Some(properties) = new_tokens["properties"].as_object_mut() {
+        for property in properties.values_mut() {
+            if let Some(types) = property["type"].as_array() {
+                let kinds: Vec<Value> = types.iter().filter(|t| *t != "null").cloned().collect();
+                property["type"] = if kinds.len() == 1 { kinds[0].clone() } else { Value::Array(kinds) };
+            }
+        }
+    }
     new_tokens["properties"]["labels"] = labels;
     new_tokens["additionalProperties"] = json!(false);
     // `token` registers one; `count` makes some: never both.

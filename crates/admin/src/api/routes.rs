@@ -9,6 +9,7 @@
 //! is 409; a token is said only in the answer that made it, and a revoke
 //! names it by its SHA-256 prefix, as that answer says it.
 
+use axum::body::Bytes;
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{Method, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -16,7 +17,7 @@ use axum::{Extension, Json};
 
 use super::wire::{self, Approval, Decided, NewTokensBody, Rejection, TokenRevoked, TokensMade};
 use crate::credential::{Caller, Scope};
-use crate::error::{AdminError, Code, Field, Surface};
+use crate::error::{AdminError, Field, Surface};
 use crate::model::{Actor, Approve, Check, NodeFilter, Revoke};
 use crate::web::{AdminState, Needs, Routes, on_store, problem, query};
 use janus_store::Store;
@@ -72,14 +73,12 @@ async fn whoami(Extension(caller): Extension<Caller>) -> Json<Caller> {
     Json(caller)
 }
 
-type Body<T> = Result<Json<T>, axum::extract::rejection::JsonRejection>;
-
 async fn add_tokens(
     State(state): State<AdminState>,
     Extension(caller): Extension<Caller>,
-    body: Body<NewTokensBody>,
+    body: Bytes,
 ) -> Answer {
-    let Json(asked) = body.map_err(bad_body)?;
+    let asked: NewTokensBody = wire::object(&body)?;
     let request = asked.request()?;
     let made =
         on_store(&state, actor(&caller), move |store, actor| crate::tokens::add(store, &request, actor))
@@ -149,9 +148,9 @@ async fn approve(
     State(state): State<AdminState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    body: Body<Approval>,
+    body: Bytes,
 ) -> Answer {
-    let Json(approval) = body.map_err(bad_body)?;
+    let approval: Approval = wire::object(&body)?;
     let request =
         Approve { node: id, check: Check::Expected(approval.fingerprint()?), force: approval.force };
     decided(&state, &caller, move |store, actor| crate::approve(store, &request, actor)).await
@@ -162,15 +161,11 @@ async fn reject(
     State(state): State<AdminState>,
     Extension(caller): Extension<Caller>,
     Path(id): Path<String>,
-    body: axum::body::Bytes,
+    body: Bytes,
 ) -> Answer {
+    // `{}`, or (as clients before codes sent it) no body.
     if !body.iter().all(u8::is_ascii_whitespace) {
-        serde_json::from_slice::<Rejection>(&body).map_err(|e| {
-            AdminError::new(
-                Code::InvalidRequest,
-                format!("the body is not what this route takes ({{}} or none): {e}"),
-            )
-        })?;
+        wire::object::<Rejection>(&body)?;
     }
     decided(&state, &caller, move |store, actor| crate::reject(store, &id, actor)).await
 }
@@ -192,17 +187,6 @@ async fn decided(
     })
     .await?;
     Ok(Json(Decided { said: decision.said, changed: decision.changed, node }).into_response())
-}
-
-fn bad_body(rejection: axum::extract::rejection::JsonRejection) -> AdminError {
-    let said = format!("the body is not what this route takes: {}", rejection.body_text());
-    match rejection.status() {
-        StatusCode::PAYLOAD_TOO_LARGE => {
-            AdminError::new(Code::BodyTooLarge, "the body is larger than 16 KiB")
-        }
-        StatusCode::UNSUPPORTED_MEDIA_TYPE => AdminError::new(Code::NotJson, said),
-        _ => AdminError::new(Code::InvalidRequest, said),
-    }
 }
 
 /// `GET /v1/openapi.json`: the API described (OpenAPI 3.1).

@@ -24,19 +24,19 @@ use crate::tokens::{AddedToken, Revoked};
 pub struct NewTokensBody {
     /// How many tokens to make (not with `token`).
     #[schema(minimum = 1, maximum = 100_000)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub count: Option<u64>,
     /// How many nodes each token admits (default 1).
     #[schema(minimum = 1, maximum = 10_000)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub uses: Option<u64>,
     /// How long the tokens admit, in seconds (at most ten years).
     #[schema(minimum = 1, maximum = 315_360_000)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "whole")]
     pub expires_in_seconds: Option<u64>,
     /// What the tokens are for.
     #[schema(max_length = 1000)]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub description: Option<String>,
     /// Copied into the record of every node the tokens admit: at most 16,
     /// keys of 1 to 63 letters, digits, '.', '_', '-' or '/', values of at
@@ -46,8 +46,44 @@ pub struct NewTokensBody {
     /// An orchestrator's own token to register (not with `count`): 16 to
     /// 512 printable ASCII characters, no space, not starting with '#'.
     #[schema(pattern = "^[!-\"$-~][!-~]{15,511}$")]
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none", deserialize_with = "present")]
     pub token: Option<String>,
+}
+
+/// A whole number as JSON Schema's `integer` takes it: `3` and `3.0` alike
+/// (a negative or fractional one is not one, and is refused).
+fn whole<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Option<u64>, D::Error> {
+    // Absent is none (`serde(default)`); `null` is refused, as the schema says.
+    let number = serde_json::Number::deserialize(deserializer)?;
+    if let Some(n) = number.as_u64() {
+        return Ok(Some(n));
+    }
+    match number.as_f64() {
+        Some(f) if f.fract() == 0.0 && (0.0..=u64::MAX as f64).contains(&f) => Ok(Some(f as u64)),
+        _ => Err(serde::de::Error::custom(format!("{number} is not a whole number of at least 0"))),
+    }
+}
+
+/// A field that, when there, is a value: absent is none (`serde(default)`),
+/// `null` is refused, as the schema says (`token: null` beside `count`
+/// is both fields given).
+fn present<'de, D: serde::Deserializer<'de>, T: Deserialize<'de>>(
+    deserializer: D,
+) -> Result<Option<T>, D::Error> {
+    T::deserialize(deserializer).map(Some)
+}
+
+/// A JSON body as the API takes it: an object (never an array, which serde
+/// would also read into a struct), then the type.
+pub fn object<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, AdminError> {
+    let refuse = |why: String| {
+        AdminError::new(Code::InvalidRequest, format!("the body is not what this route takes: {why}"))
+    };
+    let value: serde_json::Value = serde_json::from_slice(body).map_err(|e| refuse(e.to_string()))?;
+    if !value.is_object() {
+        return Err(refuse("it is not a JSON object".into()));
+    }
+    serde_json::from_value(value).map_err(|e| refuse(e.to_string()))
 }
 
 impl NewTokensBody {

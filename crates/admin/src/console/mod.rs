@@ -339,13 +339,13 @@ async fn after_decision_typed(
             (StatusCode::OK, Ok(decision.said), id)
         }
         Err(e) if e.is_the_states() => return failed(e),
-        Err(e) => (status_of(&e), Err(e.said(Surface::Console)), id),
+        Err(e) => (status_of(&e), Err((e.said(Surface::Console), e.code)), id),
     };
     match node_and_history(&asked, id).await {
         Ok((node, history)) => page(status, asked.cookie.clone(), || {
             let said = match &said {
                 Ok(done) => Said::Done(done),
-                Err(why) => Said::Refused(why),
+                Err((why, code)) => Said::Refused(why, *code),
             };
             let typed = typed.as_deref().filter(|_| mismatched);
             pages::node(&asked.frame(), &node, &history, Some(said), typed)
@@ -496,14 +496,16 @@ async fn tokens_answer(
     asked: Asked,
     status: StatusCode,
     minted: Vec<crate::tokens::AddedToken>,
-    said: Option<Result<String, String>>,
+    said: Option<Result<String, AdminError>>,
 ) -> Response {
     match asked.on_store(|store, _| crate::tokens::list(store)).await {
         Ok(list) => page(status, asked.cookie.clone(), || {
-            let said = match &said {
-                Some(Ok(done)) => Some(Said::Done(done)),
-                Some(Err(why)) => Some(Said::Refused(why)),
-                None => None,
+            let refused =
+                said.as_ref().and_then(|s| s.as_ref().err()).map(|e| (e.said(Surface::Console), e.code));
+            let said = match (&said, &refused) {
+                (Some(Ok(done)), _) => Some(Said::Done(done)),
+                (_, Some((why, code))) => Some(Said::Refused(why, *code)),
+                _ => None,
             };
             pages::tokens(&asked.frame(), &list, &minted, said)
         }),
@@ -549,8 +551,7 @@ async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
     let request = match mint_request(&fields) {
         Ok(request) => request,
         Err(why) => {
-            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why.said(Surface::Console))))
-                .await;
+            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why))).await;
         }
     };
     let once = fields.get("once").unwrap_or_default().to_string();
@@ -558,8 +559,8 @@ async fn mint(asked: Asked, Extension(fields): Extension<Fields>) -> Response {
     if !janus_core::pki::is_hex(&once, 32) || !done().first(&once) {
         let why = "this mint form was sent already (its tokens were shown on its first answer, once): \
                    nothing was minted again; mint from a fresh form";
-        let status = status_of(&AdminError::new(Code::FormResent, why));
-        return tokens_answer(asked, status, Vec::new(), Some(Err(why.into()))).await;
+        let resent = AdminError::new(Code::FormResent, why);
+        return tokens_answer(asked, status_of(&resent), Vec::new(), Some(Err(resent))).await;
     }
     let minted = asked.on_store(move |store, actor| crate::tokens::add(store, &request, actor)).await;
     match &minted {
@@ -601,8 +602,7 @@ async fn revoke(asked: Asked, Extension(fields): Extension<Fields>, Path(prefix)
     let key = match crate::model::token_prefix(&prefix) {
         Ok(key) => key,
         Err(why) => {
-            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why.said(Surface::Console))))
-                .await;
+            return tokens_answer(asked, status_of(&why), Vec::new(), Some(Err(why))).await;
         }
     };
     let request = Revoke { key };
@@ -619,6 +619,6 @@ async fn after_tokens(
     match done {
         Ok((said, made)) => tokens_answer(asked, StatusCode::OK, made, Some(Ok(said))).await,
         Err(e) if e.is_the_states() => failed(e),
-        Err(e) => tokens_answer(asked, status_of(&e), Vec::new(), Some(Err(e.said(Surface::Console)))).await,
+        Err(e) => tokens_answer(asked, status_of(&e), Vec::new(), Some(Err(e))).await,
     }
 }

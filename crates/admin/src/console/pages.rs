@@ -38,8 +38,8 @@ pub struct Frame<'a> {
 pub enum Said<'a> {
     /// Done (or so already).
     Done(&'a str),
-    /// Refused: nothing changed.
-    Refused(&'a str),
+    /// Refused: nothing changed; the words, and the code programs read.
+    Refused(&'a str, crate::error::Code),
 }
 
 /// The page around `body`.
@@ -70,7 +70,7 @@ pub fn layout(frame: &Frame<'_>, title: &str, said: Option<Said<'_>>, body: Mark
                     h1 { (title) }
                     @match said {
                         Some(Said::Done(words)) => p .said.done role="status" { (Shown(words)) },
-                        Some(Said::Refused(words)) => p .said.refused role="alert" { (Shown(words)) },
+                        Some(Said::Refused(words, code)) => p .said.refused role="alert" data-code=(code) { (Shown(words)) },
                         None => {}
                     }
                     (body)
@@ -469,11 +469,6 @@ fn mint_form(frame: &Frame<'_>) -> Markup {
             button { "Mint" }
         }
     }
-}
-
-/// A page that could not be made: the status's words, and what to do.
-pub fn failure(title: &str, said: &str) -> Markup {
-    crate::web::failure_page(title, &janus_core::terminal::escape(said))
 }
 
 /// What an action that leaves no page of its own did (a forgotten node).

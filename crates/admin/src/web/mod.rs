@@ -97,6 +97,13 @@ impl Routes {
         needs: Needs,
         handler: MethodRouter<AdminState>,
     ) -> Self {
+        // An API route that takes a body takes JSON: checked after the
+        // guard, before the handler.
+        let handler = if method == Method::POST && surface_of(path) == Surface::Api {
+            handler.route_layer(axum::middleware::from_fn(layers::json_declared))
+        } else {
+            handler
+        };
         self.table.push((method, path, needs));
         let guarded =
             handler.route_layer(axum::middleware::from_fn(move |r: Request, n: Next| guard(needs, r, n)));
@@ -224,7 +231,7 @@ pub(crate) fn page_refusal(error: AdminError) -> Response {
     };
     let status = StatusCode::from_u16(error.code.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
     let mut response =
-        (status, axum::response::Html(failure_page(title, &said).into_string())).into_response();
+        (status, axum::response::Html(failure_page(title, &said, error.code).into_string())).into_response();
     marked(&mut response, &error, said);
     response
 }
@@ -243,13 +250,13 @@ fn marked(response: &mut Response, error: &AdminError, said: String) {
 }
 
 /// A refusal's page, in the console's frame (its stylesheet, no script).
-pub(crate) fn failure_page(title: &str, said: &str) -> maud::Markup {
+pub(crate) fn failure_page(title: &str, said: &str, code: Code) -> maud::Markup {
     maud::html! {
         (maud::DOCTYPE)
         html lang="en" {
             head { meta charset="utf-8"; title { (title) " · janus-registration" }
                 link rel="stylesheet" href="/console/assets/console.css"; }
-            body { main { h1 { (title) } p .said.refused role="alert" { (said) }
+            body { main { h1 { (title) } p .said.refused role="alert" data-code=(code) { (said) }
                 p { a href="/console/" { "Back to the console" } } } }
         }
     }
