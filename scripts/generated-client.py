@@ -7,14 +7,13 @@ scripts/schemathesis-check.sh, with the generated package on PYTHONPATH.
 """
 
 import importlib
-import pkgutil
 import ssl
 import sys
 
 origin, server_ca, cert, key = sys.argv[1:5]
 
-# The package is named after the document's title.
-package = next(m.name for m in pkgutil.iter_modules() if m.name.endswith("admin_api_client"))
+# Generated with `--meta none --output-path admin_api_client`: the package itself.
+package = "admin_api_client"
 client_module = importlib.import_module(package)
 models = importlib.import_module(f"{package}.models")
 

@@ -616,6 +616,24 @@ mod tests {
         }
     }
 
+    /// docs/orchestrating.md's code table has a row for each code, with
+    /// its status, and no code the list does not have.
+    #[test]
+    fn the_guide_documents_every_code_with_its_status() {
+        #[allow(clippy::disallowed_methods, reason = "a test reads the guide it checks")]
+        let guide =
+            std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/orchestrating.md"))
+                .unwrap();
+        let rows: Vec<&str> = guide.lines().filter(|l| l.starts_with("| `")).collect();
+        for code in Code::ALL {
+            let row = format!("| `{}` | {} |", code.name(), code.status());
+            assert!(rows.iter().any(|r| r.starts_with(&row)), "docs/orchestrating.md has no row {row}");
+        }
+        let documented =
+            rows.iter().filter(|r| r.split('|').nth(2).is_some_and(|s| s.trim().parse::<u16>().is_ok()));
+        assert_eq!(documented.count(), Code::ALL.len(), "a documented code the list does not have");
+    }
+
     #[test]
     fn a_field_is_said_in_each_surfaces_words_and_a_fault_keeps_its_path() {
         let refused = AdminError::field(Field::Count, "must be between 1 and 100000");

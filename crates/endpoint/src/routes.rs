@@ -237,12 +237,13 @@ pub async fn count_request(State(app): State<Arc<App>>, request: Request, next: 
     response
 }
 
-/// The nodes' port's request spans and log lines: tower-http's
-/// [`TraceLayer`](tower_http::trace::TraceLayer) with the span and the line
-/// operators have always had ([`RequestSpan`], [`RequestLine`]).
-pub type Traced = tower_http::trace::TraceLayer<
+/// Every listener's request spans and log lines: tower-http's
+/// [`TraceLayer`](tower_http::trace::TraceLayer) with the listener's span
+/// (`S`: the nodes' port's [`RequestSpan`], the admin listener's own) and
+/// the one line ([`RequestLine`]).
+pub type Traced<S = RequestSpan> = tower_http::trace::TraceLayer<
     tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
-    RequestSpan,
+    S,
     (),
     RequestLine,
     (),
@@ -252,8 +253,13 @@ pub type Traced = tower_http::trace::TraceLayer<
 
 /// The nodes' port's trace layer.
 pub fn traced() -> Traced {
+    traced_with(RequestSpan)
+}
+
+/// The trace layer of a listener whose requests' spans `span` makes.
+pub fn traced_with<S>(span: S) -> Traced<S> {
     tower_http::trace::TraceLayer::new_for_http()
-        .make_span_with(RequestSpan)
+        .make_span_with(span)
         .on_request(())
         .on_response(RequestLine)
         .on_body_chunk(())
@@ -291,9 +297,9 @@ impl<B> tower_http::trace::MakeSpan<B> for RequestSpan {
 }
 
 /// One line per request, in its span: status and latency, at the level
-/// its answer asks ([`crate::answer::Refused`]); an internal error's cause
-/// on a line of its own before it, logged here once (the answer itself
-/// says only "internal error").
+/// its answer asks ([`crate::answer::Refused`]), with what a refusal said
+/// (`why`); an internal error's cause on a line of its own before it,
+/// logged here once (the answer itself says only "internal error").
 #[derive(Clone, Copy)]
 pub struct RequestLine;
 
@@ -310,10 +316,14 @@ impl<B> tower_http::trace::OnResponse<B> for RequestLine {
             tracing::error!(cause = %cause, os_error, "request failed");
         }
         let latency_us = latency.as_micros() as u64;
-        match refused.map_or(tracing::Level::INFO, |r| r.level) {
-            tracing::Level::ERROR => tracing::error!(status, latency_us, "request"),
-            tracing::Level::WARN => tracing::warn!(status, latency_us, "request"),
-            _ => tracing::info!(status, latency_us, "request"),
+        let Some(refused) = refused else {
+            return tracing::info!(status, latency_us, "request");
+        };
+        let why = refused.said.as_str();
+        match refused.level {
+            tracing::Level::ERROR => tracing::error!(status, latency_us, why, "request"),
+            tracing::Level::WARN => tracing::warn!(status, latency_us, why, "request"),
+            _ => tracing::info!(status, latency_us, why, "request"),
         }
     }
 }

@@ -21,6 +21,8 @@ use crate::tokens::{AddedToken, Revoked};
 /// `POST /v1/tokens`: mint `count` tokens (default 1), or register `token`, not both.
 #[derive(Debug, Clone, Default, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"count": 3, "uses": 1, "expires_in_seconds": 7200, "description": "rack 3",
+    "labels": {"pool": "gpu"}}))]
 pub struct NewTokensBody {
     /// How many tokens to make (not with `token`).
     #[schema(minimum = 1, maximum = 100_000)]
@@ -114,6 +116,8 @@ impl NewTokensBody {
 /// `POST /v1/nodes/{id}/approve`: the CA the orchestrator expects the node to have.
 #[derive(Debug, Clone, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(example = json!({"expect_ca_sha256":
+    "[    2.512] pki: this node's CA: SHA-256 2bcdf1322bcdf1322bcdf1322bcdf1322bcdf1322bcdf1322bcdf1322bcdf132"}))]
 pub struct Approval {
     /// The node's CA SHA-256: the 64 hex digits (upper or lower case, spaces
     /// or colons anywhere), or the node's whole console line `pki: this node's CA: SHA-256 <hex>`.

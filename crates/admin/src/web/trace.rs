@@ -1,31 +1,14 @@
-//! The admin listener's request spans and log lines: one per request,
-//! with the credential's name, and for a refusal what it said (its code
-//! first) or, for a fault, its cause.
-
-use std::time::Duration;
+//! The admin listener's request spans: method, path and the credential's
+//! name. The line each request logs is the nodes' port's own (one trace
+//! layer for both listeners: [`janus_endpoint::routes::traced_with`]): its
+//! status and time, and for a refusal what it said, its code first (for a
+//! fault, its cause).
 
 use crate::credential::Authenticated;
 
-/// The admin API's request spans and log lines: tower-http's
-/// [`TraceLayer`](tower_http::trace::TraceLayer), as on the nodes' port.
-pub(crate) type Traced = tower_http::trace::TraceLayer<
-    tower_http::classify::SharedClassifier<tower_http::classify::ServerErrorsAsFailures>,
-    AdminSpan,
-    (),
-    AdminLine,
-    (),
-    (),
-    (),
->;
-
-pub(crate) fn traced() -> Traced {
-    tower_http::trace::TraceLayer::new_for_http()
-        .make_span_with(AdminSpan)
-        .on_request(())
-        .on_response(AdminLine)
-        .on_body_chunk(())
-        .on_eos(())
-        .on_failure(())
+/// The admin listener's trace layer.
+pub(crate) fn traced() -> janus_endpoint::routes::Traced<AdminSpan> {
+    janus_endpoint::routes::traced_with(AdminSpan)
 }
 
 /// A request's span: method, path and the credential's name (`-` for none).
@@ -44,28 +27,5 @@ impl<B> tower_http::trace::MakeSpan<B> for AdminSpan {
             path = %request.uri().path(),
             credential = %credential
         )
-    }
-}
-
-/// One line per request, in its span: its status and time, and for a
-/// refusal what it said (for a fault, its cause).
-#[derive(Clone, Copy)]
-pub(crate) struct AdminLine;
-
-impl<B> tower_http::trace::OnResponse<B> for AdminLine {
-    fn on_response(self, response: &axum::http::Response<B>, latency: Duration, _: &tracing::Span) {
-        let status = response.status().as_u16();
-        let latency_us = latency.as_micros() as u64;
-        match response.extensions().get::<janus_endpoint::answer::Refused>() {
-            Some(refused) if refused.level == tracing::Level::ERROR => {
-                let cause = refused.cause.as_ref().map_or(refused.said.as_str(), |(cause, _)| cause);
-                tracing::error!(status, latency_us, cause = %cause, "admin request failed")
-            }
-            Some(refused) if refused.level == tracing::Level::WARN => {
-                tracing::warn!(status, latency_us, why = %refused.said, "admin request refused")
-            }
-            Some(refused) => tracing::info!(status, latency_us, why = %refused.said, "admin request refused"),
-            None => tracing::info!(status, latency_us, "admin request"),
-        }
     }
 }
