@@ -37,7 +37,7 @@ assert made is not None and len(made.tokens) == 1, made
 print(f"generated-client: minted a token, SHA-256 prefix {made.tokens[0].sha256_prefix}")
 
 listed = operation("get_v1_nodes").sync(client=client, state=[models.GetV1NodesStateItem("pending")])
-pending = [node for node in listed.nodes if node.state.value == "pending"]
+pending = [node for node in listed.nodes if node.state.value == "pending" and node.name in ("web-4", "web-5")]
 assert pending, f"no pending node listed: {listed}"
 node = pending[0]
 print(f"generated-client: {len(pending)} pending node(s); approving {node.name} ({node.id})")
@@ -48,10 +48,11 @@ decided = operation("post_v1_nodes_id_approve").sync(
 assert decided is not None and decided.changed and decided.node.state.value == "admitted", decided
 print(f"generated-client: {decided.said}")
 
+other = pending[-1]
+assert other.id != node.id, f"two pending nodes: {pending}"
 refused = operation("post_v1_nodes_id_approve").sync_detailed(
-    pending[-1].id if len(pending) > 1 else node.id, client=client,
-    body=models.Approval(expect_ca_sha256="0" * 64),
+    other.id, client=client, body=models.Approval(expect_ca_sha256="0" * 64)
 )
 problem = refused.parsed
-assert refused.status_code == 422 or problem.code.value == "fingerprint_mismatch" or decided, refused
-print(f"generated-client: a wrong fingerprint is refused {int(refused.status_code)} with code {problem.code.value}")
+assert int(refused.status_code) == 422 and problem.code.value == "fingerprint_mismatch", refused
+print(f"generated-client: a wrong fingerprint is refused {int(refused.status_code)} {problem.code.value}")

@@ -87,7 +87,7 @@ pub fn list(store: &Store) -> Result<TokenList> {
     let weak = tokens.iter().filter(|t| t.weak).count();
     if weak > 0 {
         warnings.push(format!(
-            "{weak} token(s) shorter than {} characters (WEAK): guessable; make tokens with `tokens add`",
+            "{weak} token(s) shorter than {} characters (WEAK): guessable; mint new tokens to replace them",
             tokens::WEAK_BELOW
         ));
     }

@@ -80,7 +80,7 @@ pub fn new_browser() -> (String, HeaderValue) {
 /// not (`SameSite=Strict`). What the event stream asks: another site must
 /// not hold the credential's stream slots open through the admin's browser.
 pub fn same_origin(headers: &HeaderMap) -> Result<String, AdminError> {
-    origin_check(headers).map_err(|why| AdminError::new(Code::CrossSite, why))?;
+    origin_check(headers)?;
     browser(headers).ok_or_else(|| {
         AdminError::new(
             Code::FormInvalid,
@@ -110,21 +110,27 @@ pub fn check(key: &Key, headers: &HeaderMap, caller: &Caller, token: Option<&str
     }
 }
 
-fn origin_check(headers: &HeaderMap) -> Result<(), String> {
+fn origin_check(headers: &HeaderMap) -> Result<(), AdminError> {
     let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
     if let Some(origin) = headers.get(header::ORIGIN) {
         let origin = origin.to_str().unwrap_or("(not text)");
         if origin != format!("https://{host}") {
-            return Err(format!(
-                "the request was sent from another origin ({}), not this console's: refused",
-                janus_core::terminal::escape(origin)
+            return Err(AdminError::new(
+                Code::CrossSite,
+                format!(
+                    "the request was sent from another origin ({}), not this console's: refused",
+                    janus_core::terminal::escape(origin)
+                ),
             ));
         }
     }
     if let Some(site) = headers.get("sec-fetch-site")
         && site.as_bytes() != b"same-origin"
     {
-        return Err("the browser says the request was sent from another site: refused".into());
+        return Err(AdminError::new(
+            Code::CrossSite,
+            "the browser says the request was sent from another site: refused",
+        ));
     }
     Ok(())
 }

@@ -375,8 +375,11 @@ fn history_row(event: &serde_json::Value) -> Markup {
             map.remove(key);
         }
     }
+    // An admin's surface and name (`console (alice)`) say who; an older
+    // event's bare name is said after how.
     let by = match (text("by"), text("user")) {
         (by, user) if user.is_empty() => by,
+        (_, actor) if actor.ends_with(')') => actor,
         (by, user) => format!("{by} ({user})"),
     };
     html! {
@@ -389,25 +392,30 @@ fn history_row(event: &serde_json::Value) -> Markup {
     }
 }
 
-/// An audit event as a sentence: what happened, and from where.
+/// An audit event as a sentence: what happened, and from where (read as
+/// a typed event; one of a kind this version does not know, by its kind).
 fn event_in_words(event: &serde_json::Value) -> String {
-    let field = |key: &str| event[key].as_str().map(str::to_string);
-    let from = field("peer_address").map(|p| format!(" from {p}")).unwrap_or_default();
-    match event["event"].as_str().unwrap_or_default() {
-        "announced" => {
-            format!("announced{from}{}", if event["token_presented"] == true { ", with a token" } else { "" })
-        }
-        "admitted" => match field("token_sha256_prefix") {
-            Some(token) => format!("admitted by the token {token}"),
-            None => "admitted".into(),
+    use janus_store::event::AuditEvent;
+    let from = |peer: &Option<String>| peer.as_ref().map(|p| format!(" from {p}")).unwrap_or_default();
+    match crate::audit_entry(event) {
+        crate::AuditEntry::Known { event, .. } => match event {
+            AuditEvent::Announced { peer_address, token_presented, .. } => {
+                format!("announced{}{}", from(&peer_address), if token_presented { ", with a token" } else { "" })
+            }
+            AuditEvent::Admitted(admitted) => match admitted.token_sha256_prefix {
+                Some(token) => format!("admitted by the token {token}"),
+                None => "admitted".into(),
+            },
+            AuditEvent::Readmitted { peer_address, .. } => {
+                format!("announced again{} with the token it spent: answered with this id", from(&peer_address))
+            }
+            AuditEvent::TrustDelivered { .. } => "given the fleet's trust".into(),
+            AuditEvent::Rejected { .. } => "rejected".into(),
+            AuditEvent::Forgotten { .. } => "forgotten".into(),
+            AuditEvent::CaUnrejected { .. } => "its CA's rejection lifted".into(),
+            other => crate::AuditEntry::Known { at: String::new(), event: other }.kind().replace('_', " "),
         },
-        "readmitted" => format!("announced again{from} with the token it spent: answered with this id"),
-        "trust_delivered" => "given the fleet's trust".into(),
-        "rejected" => "rejected".into(),
-        "forgotten" => "forgotten".into(),
-        "ca_unrejected" => "its CA's rejection lifted".into(),
-        "approval_withdrawn" => "approval withdrawn".into(),
-        other => other.replace('_', " "),
+        unknown => unknown.kind().replace('_', " "),
     }
 }
 
@@ -424,7 +432,7 @@ pub fn tokens(frame: &Frame<'_>, list: &TokenList, minted: &[AddedToken], said: 
         }
         @for warning in &list.warnings { p .said.refused { (Shown(warning)) } }
         @if list.tokens.len() > ROWS_AT_MOST {
-            p .said.refused { "Showing " (ROWS_AT_MOST) " of " (list.tokens.len()) " tokens (`tokens list` has them all)." }
+            p .said.refused { "Showing " (ROWS_AT_MOST) " of " (list.tokens.len()) " tokens (an admin on the state directory lists them all)." }
         }
         table .tokens {
             thead { tr { th { "SHA-256 prefix" } th { "Uses left" } th { "Expires" } th { "Labels" }
