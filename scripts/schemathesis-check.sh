@@ -70,6 +70,7 @@ done
 printf '127.0.0.1 localhost\n127.0.0.1 controller.fleet.janus\n' >hosts
 origin="https://controller.fleet.janus:$admin_port"
 named() { # COMMAND...: run with controller.fleet.janus naming this machine
+  # shellcheck disable=SC2016 # expanded by the inner shell: $0 the hosts file, $@ the command
   unshare -m --propagation private sh -c 'mount --bind "$0" /etc/hosts && exec "$@"' "$work/hosts" "$@"
 }
 named curl -sS --fail --cacert fleet/root.crt --cert tester.crt --key tester.key \
