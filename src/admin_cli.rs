@@ -29,18 +29,23 @@ pub struct Refused {
     error: AdminError,
     /// Whether the command was asked for JSON.
     pub json: bool,
+    /// Whether the error's words are the JSON line already (the API's, through `--server`).
+    raw: bool,
 }
 
 impl Refused {
     /// `error`, for a command asked for JSON or not.
     pub fn new(error: AdminError, json: bool) -> Self {
-        Refused { error, json }
+        Refused { error, json, raw: false }
     }
 }
 
 impl std::fmt::Display for Refused {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let code = self.error.code;
+        if self.raw {
+            return f.write_str(&self.error.said(Surface::Command));
+        }
         if !self.json {
             return write!(f, "{} (code: {code})", self.error);
         }
@@ -56,6 +61,29 @@ impl std::fmt::Display for Refused {
 }
 
 impl std::error::Error for Refused {}
+
+/// A failure through `--server`: the API's refusal, with its code, as the
+/// command line says one (with `--json`, the problem's line); any other
+/// failure as it is.
+pub fn remote_failure(error: ClientError, json: bool) -> Box<dyn std::error::Error> {
+    match error {
+        ClientError::Refused(problem) if json => {
+            let line = serde_json::json!({
+                "code": problem.code,
+                "status": problem.status,
+                "title": problem.title,
+                "detail": problem.detail,
+                "field": problem.field,
+            });
+            Box::new(Refused {
+                error: AdminError::new(problem.code, terminal::json_text(&line)),
+                json: true,
+                raw: true,
+            })
+        }
+        other => Box::new(other),
+    }
+}
 
 /// Runs a `nodes` subcommand on the state directory for `actor`; `Ok` is
 /// what to print (empty when it printed already).

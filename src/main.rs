@@ -118,7 +118,10 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
 /// `nodes`: through the admin API with `--server`, else on the state directory.
 fn nodes(args: janus_registration::cli::NodesArgs) -> Result<ExitCode, Failure> {
     if let Some(client) = remote(&args.remote)? {
-        let out = runtime()?.block_on(admin_cli::remote_nodes(&client, &args.command))?;
+        let json = args.command.asks_json();
+        let out = runtime()?
+            .block_on(admin_cli::remote_nodes(&client, &args.command))
+            .map_err(|e| admin_cli::remote_failure(e, json))?;
         // A followed stream has printed itself already.
         if !out.is_empty() {
             print(&out);
@@ -141,7 +144,11 @@ fn nodes(args: janus_registration::cli::NodesArgs) -> Result<ExitCode, Failure> 
 fn tokens(mut args: janus_registration::cli::TokensArgs) -> Result<ExitCode, Failure> {
     args.command.read_secrets()?;
     if let Some(client) = remote(&args.remote)? {
-        print(&runtime()?.block_on(admin_cli::remote_tokens(&client, &args.command))?);
+        let json = args.command.asks_json();
+        let made = runtime()?
+            .block_on(admin_cli::remote_tokens(&client, &args.command))
+            .map_err(|e| admin_cli::remote_failure(e, json))?;
+        print(&made);
         return Ok(ExitCode::SUCCESS);
     }
     let state = args.state.as_deref().ok_or(STATE_REQUIRED)?;

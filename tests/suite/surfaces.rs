@@ -273,6 +273,15 @@ async fn the_command_line_the_api_and_the_console_decide_each_request_alike() {
             assert_eq!(got, want, "{ask:?} through {through:?}");
         }
     }
+    // A command asked for JSON says its refusal as one JSON line, the same code.
+    let (ok, _, err) = crate::common::admin(&surfaces.fx.state(), &["nodes", "show", "nosuchnode", "--json"]);
+    assert!(!ok);
+    let problem: serde_json::Value = serde_json::from_str(err.trim()).expect("one JSON line");
+    assert_eq!(
+        (problem["code"].as_str(), problem["status"].as_u64()),
+        (Some("node_not_found"), Some(404)),
+        "{err}"
+    );
     // Who acted, as the audit trail names them: the surface and the admin.
     let trail = audit_trail(&surfaces.fx.state());
     for actor in ["command (alice)", "api (alice)", "console (alice)"] {

@@ -507,6 +507,10 @@ impl AdminError {
     /// What `surface` says: the field's name, the detail, the way out.
     pub fn said(&self, surface: Surface) -> String {
         let mut said = match self.field {
+            // "--count must be …", "--label: a label key must be …".
+            Some(field) if self.code == Code::InvalidField && self.detail.starts_with(':') => {
+                format!("{}{}", field.name(surface), self.detail)
+            }
             Some(field) if self.code == Code::InvalidField => {
                 format!("{} {}", field.name(surface), self.detail)
             }

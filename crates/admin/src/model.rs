@@ -242,7 +242,7 @@ impl NewTokens {
             ));
         }
         if let Some(why) = store_tokens::labels_refusal(&self.labels) {
-            return Err(AdminError::field(Field::Labels, format!("is refused: {why}")));
+            return Err(AdminError::field(Field::Labels, format!(": {why}")));
         }
         Ok(())
     }

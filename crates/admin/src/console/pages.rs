@@ -400,14 +400,21 @@ fn event_in_words(event: &serde_json::Value) -> String {
     match crate::audit_entry(event) {
         crate::AuditEntry::Known { event, .. } => match event {
             AuditEvent::Announced { peer_address, token_presented, .. } => {
-                format!("announced{}{}", from(&peer_address), if token_presented { ", with a token" } else { "" })
+                format!(
+                    "announced{}{}",
+                    from(&peer_address),
+                    if token_presented { ", with a token" } else { "" }
+                )
             }
             AuditEvent::Admitted(admitted) => match admitted.token_sha256_prefix {
                 Some(token) => format!("admitted by the token {token}"),
                 None => "admitted".into(),
             },
             AuditEvent::Readmitted { peer_address, .. } => {
-                format!("announced again{} with the token it spent: answered with this id", from(&peer_address))
+                format!(
+                    "announced again{} with the token it spent: answered with this id",
+                    from(&peer_address)
+                )
             }
             AuditEvent::TrustDelivered { .. } => "given the fleet's trust".into(),
             AuditEvent::Rejected { .. } => "rejected".into(),
