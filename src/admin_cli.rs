@@ -196,18 +196,7 @@ fn list_row(v: &NodeView, same_ca: bool) -> String {
 
 /// `3m`, `5h`, `2d` since an RFC 3339 time.
 fn age(at: Option<&str>) -> String {
-    let Some(t) =
-        at.and_then(|t| time::OffsetDateTime::parse(t, &time::format_description::well_known::Rfc3339).ok())
-    else {
-        return "-".into();
-    };
-    let secs = (now_unix() - t.unix_timestamp()).max(0);
-    match secs {
-        s if s < 120 => format!("{s}s"),
-        s if s < 7200 => format!("{}m", s / 60),
-        s if s < 172_800 => format!("{}h", s / 3600),
-        s => format!("{}d", s / 86_400),
-    }
+    at.and_then(janus_core::clock::Age::of).map_or_else(|| "-".into(), |age| age.short())
 }
 
 /// `nodes show`: what an admin checks before approving, every field from

@@ -170,7 +170,7 @@ fn manpage(out: &Option<std::path::PathBuf>) -> Result<(), Failure> {
             print(String::from_utf8_lossy(&page).trim_end());
         }
         Some(dir) => {
-            let written = write_manpages(command, "", dir)
+            let written = write_manpages(command, dir)
                 .map_err(|e| format!("cannot write the manual pages into {}: {e}", dir.display()))?;
             print(&format!("wrote {written} manual pages into {}", dir.display()));
         }
@@ -214,26 +214,20 @@ fn print(text: &str) {
 }
 
 /// One manual page per command and subcommand, named as `man` expects
-/// (`janus-registration-nodes-approve.1`); how many were written.
-fn write_manpages(command: clap::Command, parent: &str, dir: &std::path::Path) -> std::io::Result<usize> {
-    let name = if parent.is_empty() {
-        command.get_name().to_string()
-    } else {
-        format!("{parent}-{}", command.get_name())
-    };
-    std::fs::create_dir_all(dir)?;
-    let mut page = Vec::new();
-    // A page's title is its command's name: the full one, as man finds it.
-    // (clap takes a static name without its `string` feature; a handful of
-    // names leaked by a command that exits at once.)
-    let full: &'static str = Box::leak(name.clone().into_boxed_str());
-    let titled = command.clone().name(full).display_name(full);
-    clap_mangen::Man::new(titled).render(&mut page)?;
-    janus_registration::durable::write_atomic(&dir.join(format!("{name}.1")), &page, 0o644)?;
-    let mut written = 1;
-    for sub in command.get_subcommands().filter(|s| s.get_name() != "help") {
-        written += write_manpages(sub.clone(), &name, dir)?;
+/// (`janus-registration-nodes-approve.1`, clap_mangen's `generate_to`);
+/// how many were written.
+fn write_manpages(command: clap::Command, dir: &std::path::Path) -> std::io::Result<usize> {
+    fn pages(command: &clap::Command) -> usize {
+        1 + command
+            .get_subcommands()
+            .filter(|s| !s.is_hide_set() && s.get_name() != "help")
+            .map(pages)
+            .sum::<usize>()
     }
+    std::fs::create_dir_all(dir)?;
+    let command = command.disable_help_subcommand(true);
+    let written = pages(&command);
+    clap_mangen::generate_to(command, dir)?;
     Ok(written)
 }
 

@@ -50,6 +50,42 @@ pub fn rfc3339_millis(text: &str) -> Option<i128> {
     OffsetDateTime::parse(text, &Rfc3339).ok().map(|t| t.unix_timestamp_nanos() / 1_000_000)
 }
 
+/// How long ago an RFC 3339 time was, in whole seconds (0 for one to
+/// come): the one age every listing and page shows, each in its units
+/// ([`Age::short`], [`Age::words`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Age(pub u64);
+
+impl Age {
+    /// The age of `at`, if it is an RFC 3339 time.
+    pub fn of(at: &str) -> Option<Age> {
+        let millis = rfc3339_millis(at)?;
+        let secs = (i128::from(now_unix()) * 1000 - millis).max(0) / 1000;
+        Some(Age(u64::try_from(secs).unwrap_or(u64::MAX)))
+    }
+
+    /// `45s`, `12m`, `5h`, `3d`: a terminal's column.
+    pub fn short(self) -> String {
+        let (n, unit) = self.scaled();
+        format!("{n}{}", &unit[..1])
+    }
+
+    /// `45 s`, `12 min`, `5 h`, `3 days`: a page's words.
+    pub fn words(self) -> String {
+        let (n, unit) = self.scaled();
+        format!("{n} {unit}")
+    }
+
+    fn scaled(self) -> (u64, &'static str) {
+        match self.0 {
+            s if s < 120 => (s, "s"),
+            s if s < 7200 => (s / 60, "min"),
+            s if s < 172_800 => (s / 3600, "h"),
+            s => (s / 86_400, "days"),
+        }
+    }
+}
+
 /// A Unix time as RFC 3339, UTC.
 pub fn unix_to_rfc3339(secs: i64) -> String {
     OffsetDateTime::from_unix_timestamp(secs).map(format).unwrap_or_else(|_| secs.to_string())
@@ -127,6 +163,15 @@ pub fn parse_since(s: &str) -> Result<i64, BadSince> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_age_is_one_number_said_two_ways() {
+        assert_eq!((Age(45).short(), Age(45).words()), ("45s".to_string(), "45 s".to_string()));
+        assert_eq!((Age(720).short(), Age(720).words()), ("12m".to_string(), "12 min".to_string()));
+        assert_eq!((Age(7200).short(), Age(3 * 86_400).words()), ("2h".to_string(), "3 days".to_string()));
+        assert_eq!(Age::of("2999-01-01T00:00:00Z"), Some(Age(0)), "a time to come is no age");
+        assert_eq!(Age::of("yesterday"), None);
+    }
 
     #[test]
     fn since() {

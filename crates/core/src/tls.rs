@@ -30,6 +30,12 @@ const VERSIONS: &[&rustls::SupportedProtocolVersion] = &[&rustls::version::TLS13
 /// Go clients offer), with AES-128-GCM-SHA256 preferred, as Go's client
 /// (janusd) prefers it on hardware with AES: it is also the cheaper handshake.
 pub fn provider() -> Arc<CryptoProvider> {
+    // Built once: every listener, client and check shares it.
+    static PROVIDER: std::sync::OnceLock<Arc<CryptoProvider>> = std::sync::OnceLock::new();
+    PROVIDER.get_or_init(build_provider).clone()
+}
+
+fn build_provider() -> Arc<CryptoProvider> {
     #[cfg(feature = "aws-lc-rs")]
     let mut provider = rustls::crypto::aws_lc_rs::default_provider();
     #[cfg(not(feature = "aws-lc-rs"))]

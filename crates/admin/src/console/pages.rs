@@ -88,14 +88,7 @@ pub fn fingerprint(hex: &str) -> Markup {
 }
 
 fn age(at: Option<&str>) -> String {
-    let Some(millis) = at.and_then(janus_core::clock::rfc3339_millis) else { return "?".into() };
-    let secs = (i128::from(janus_core::clock::now_unix()) * 1000 - millis).max(0) / 1000;
-    match secs {
-        s if s < 120 => format!("{s} s"),
-        s if s < 7200 => format!("{} min", s / 60),
-        s if s < 172_800 => format!("{} h", s / 3600),
-        s => format!("{} days", s / 86_400),
-    }
+    at.and_then(janus_core::clock::Age::of).map_or_else(|| "?".into(), |age| age.words())
 }
 
 /// The subject of the CA certificate a node announced, as it says it.
