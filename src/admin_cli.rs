@@ -11,11 +11,11 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::admin::api::client::{AdminClient, ClientError};
-use crate::admin::api::wire::{Approval as ApprovalBody, NewTokensBody};
-use crate::admin::tokens::TokenList;
-use crate::admin::{Actor, AdminError, NodeDetail, NodeView, Surface};
 use crate::admin_args::{Approval, NodesCommand, ShowArgs, TokensCommand, TokensListArgs, WatchArgs};
+use janus_admin::api::client::{AdminClient, ClientError};
+use janus_admin::api::wire::{Approval as ApprovalBody, NewTokensBody};
+use janus_admin::tokens::TokenList;
+use janus_admin::{Actor, AdminError, NodeDetail, NodeView, Surface};
 use janus_core::clock::now_unix;
 use janus_core::terminal::{self, escape, escape_lines};
 use janus_store::Store;
@@ -90,32 +90,32 @@ pub fn remote_failure(error: ClientError, json: bool) -> Box<dyn std::error::Err
 pub fn nodes(state: &Path, command: &NodesCommand, actor: &Actor) -> Result<String, AdminError> {
     let store = match command {
         NodesCommand::List(_) | NodesCommand::Show(_) | NodesCommand::History(_) | NodesCommand::Watch(_) => {
-            crate::admin::open_state_to_read(state)?
+            janus_admin::open_state_to_read(state)?
         }
-        _ => crate::admin::open_state(state)?,
+        _ => janus_admin::open_state(state)?,
     };
     match command {
         NodesCommand::List(args) if !args.filter().filters_by_state() => {
             list_all(&store, args.json, &args.labels)
         }
         NodesCommand::List(args) => {
-            let listed = crate::admin::node_list(&store, &args.filter())?;
+            let listed = janus_admin::node_list(&store, &args.filter())?;
             say_skipped(&listed.unreadable);
             Ok(list_grouped(&listed.nodes, args.json))
         }
         NodesCommand::Watch(args) => watch(&store, args),
         NodesCommand::Show(ShowArgs { id, json }) => {
-            let detail = crate::admin::show_node(&store, id)?;
+            let detail = janus_admin::show_node(&store, id)?;
             Ok(if *json { terminal::json_text(&detail) } else { show(&detail) })
         }
         NodesCommand::Approve(args) => Ok(match args.request()? {
-            Approval::One(request) => crate::admin::approve(&store, &request, actor)?.said,
-            Approval::OfCa(request) => crate::admin::approve_ca(&store, &request, actor)?.said,
+            Approval::One(request) => janus_admin::approve(&store, &request, actor)?.said,
+            Approval::OfCa(request) => janus_admin::approve_ca(&store, &request, actor)?.said,
         }),
-        NodesCommand::Reject(args) => Ok(crate::admin::reject(&store, &args.id, actor)?.said),
-        NodesCommand::Forget(args) => Ok(crate::admin::forget(&store, &args.id, actor)?.said),
+        NodesCommand::Reject(args) => Ok(janus_admin::reject(&store, &args.id, actor)?.said),
+        NodesCommand::Forget(args) => Ok(janus_admin::forget(&store, &args.id, actor)?.said),
         NodesCommand::History(ShowArgs { id, json }) => {
-            let events = crate::admin::history(&store, id)?;
+            let events = janus_admin::history(&store, id)?;
             let render = |e: &serde_json::Value| if *json { terminal::json_text(e) } else { event_line(e) };
             Ok(events.iter().map(render).collect::<Vec<_>>().join("\n"))
         }
@@ -160,7 +160,7 @@ fn list_all(store: &Store, json: bool, labels: &[(String, String)]) -> Result<St
         let _ = writeln!(out, "{}", list_header());
     }
     let mut count = 0usize;
-    let problems = crate::admin::scan_nodes(store, labels, |v| {
+    let problems = janus_admin::scan_nodes(store, labels, |v| {
         let line = if json { terminal::json_text(&v) } else { list_row(&v, false) };
         // A closed pipe (`| head`) ends the listing quietly.
         if writeln!(out, "{line}").is_ok() {
@@ -242,8 +242,7 @@ fn show(detail: &NodeDetail) -> String {
             if rejected {
                 let _ = writeln!(out, "WARNING: this CA was rejected (`nodes reject`)");
             }
-            let _ =
-                writeln!(out, "The node's console shows: {}{}", crate::admin::CONSOLE_MARKER, v.ca_sha256);
+            let _ = writeln!(out, "The node's console shows: {}{}", janus_admin::CONSOLE_MARKER, v.ca_sha256);
         }
         None => {
             let _ = writeln!(out, "WARNING: the stored ca_cert_pem holds no certificate");
@@ -265,7 +264,7 @@ fn watch(store: &Store, args: &WatchArgs) -> Result<String, AdminError> {
     use std::io::Write;
     let mut follower = janus_store::follow::Follower::since(args.since);
     loop {
-        let decisions = crate::admin::next_decisions(&mut follower, store)?;
+        let decisions = janus_admin::next_decisions(&mut follower, store)?;
         let mut out = std::io::stdout().lock();
         for event in decisions {
             if writeln!(out, "{}", terminal::json_text(&event)).is_err() {
@@ -282,24 +281,24 @@ fn watch(store: &Store, args: &WatchArgs) -> Result<String, AdminError> {
 
 /// Runs a `tokens` subcommand on the state directory for `actor`; `Ok` is what to print.
 pub fn tokens(state: &Path, command: &TokensCommand, actor: &Actor) -> Result<String, AdminError> {
-    let store = crate::admin::open_state(state)?;
+    let store = janus_admin::open_state(state)?;
     match command {
         TokensCommand::Add(args) => {
-            let made = crate::admin::tokens::add(&store, &args.request()?, actor)?;
+            let made = janus_admin::tokens::add(&store, &args.request()?, actor)?;
             if !args.json {
                 return Ok(made.iter().map(|t| t.token.as_str()).collect::<Vec<_>>().join("\n"));
             }
             Ok(made.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"))
         }
         TokensCommand::List(TokensListArgs { json }) => {
-            let listed = crate::admin::tokens::list(&store)?;
+            let listed = janus_admin::tokens::list(&store)?;
             if *json {
                 return Ok(listed.tokens.iter().map(terminal::json_text).collect::<Vec<_>>().join("\n"));
             }
             Ok(token_table(&listed))
         }
         TokensCommand::Revoke(args) => {
-            let revoked = crate::admin::tokens::revoke(&store, &args.request(), actor)?;
+            let revoked = janus_admin::tokens::revoke(&store, &args.request(), actor)?;
             Ok(format!("revoked the token with SHA-256 {}…", revoked.sha256_prefix))
         }
     }
@@ -367,7 +366,7 @@ pub fn audit_trail(
     json: bool,
 ) -> Result<(), AdminError> {
     use std::io::Write;
-    let store = crate::admin::open_state_to_read(state)?;
+    let store = janus_admin::open_state_to_read(state)?;
     let from = since.map(|d| (now_unix() - d.as_secs() as i64) as i128 * 1000);
     let mut follower = janus_store::follow::Follower::from(from);
     loop {
@@ -462,7 +461,7 @@ pub async fn remote_tokens(client: &AdminClient, command: &TokensCommand) -> Res
         }
         TokensCommand::Revoke(args) => {
             // Only a fingerprint goes into the URL (and the server's log): never a token.
-            let prefix = crate::admin::model::token_prefix(&args.token)
+            let prefix = janus_admin::model::token_prefix(&args.token)
                 .map_err(|e| ClientError::Setup(e.said(Surface::Command)))?;
             Ok(terminal::json_text(&client.revoke_token(&prefix).await?))
         }

@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::clock::parse_duration;
+use janus_core::clock::parse_duration;
 
 /// `HOST:PORT` (an IPv6 host in brackets); the error says which part is
 /// wrong, with examples.
@@ -36,11 +36,11 @@ fn parse_listen(s: &str) -> Result<String, String> {
 }
 
 use crate::certs;
-use crate::server::door::Door;
-use crate::server::limits::LimitsConfig;
-use crate::server::on_admitted::OnAdmittedConfig;
-use crate::server::policy::{DEFAULT_QUEUE, PolicyConfig};
-use crate::server::{
+use janus_endpoint::door::Door;
+use janus_endpoint::limits::LimitsConfig;
+use janus_endpoint::on_admitted::OnAdmittedConfig;
+use janus_endpoint::policy::{DEFAULT_QUEUE, PolicyConfig};
+use janus_endpoint::{
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_NETWORK,
     DEFAULT_MAX_CONNECTIONS_PER_SOURCE, ServeConfig,
 };
@@ -78,7 +78,7 @@ pub struct Cli {
         global = true,
         env = "JANUS_REGISTRATION_LOCK_WAIT",
         default_value = "60s",
-        value_parser = crate::clock::parse_duration,
+        value_parser = janus_core::clock::parse_duration,
         help_heading = "State"
     )]
     pub lock_wait: std::time::Duration,
@@ -185,7 +185,7 @@ pub enum AgentSubcommand {
     #[command(
         after_help = "Example:\n  janus-registration agent swarm --addr 127.0.0.1:8443 --fleet-root fleet/root.crt --nodes 1000 --concurrency 32"
     )]
-    Swarm(crate::agent::swarm::SwarmArgs),
+    Swarm(janus_agent::swarm::SwarmArgs),
 }
 
 #[derive(Debug, Args)]
@@ -417,7 +417,7 @@ pub struct ServeArgs {
     /// L4 load balancers (addresses or networks, comma-separated) whose connections start with a
     /// PROXY protocol header (v1 or v2) naming the node's address; a listed peer must send one.
     #[arg(long, env = "JANUS_REGISTRATION_PROXY_PROTOCOL", value_name = "CIDR,...", value_delimiter = ',')]
-    pub proxy_protocol: Vec<crate::server::proxy::Trusted>,
+    pub proxy_protocol: Vec<janus_endpoint::proxy::Trusted>,
     /// Serve Prometheus metrics over plain HTTP here (e.g. 127.0.0.1:9090); off when absent.
     #[arg(long, env = "JANUS_REGISTRATION_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -480,7 +480,7 @@ impl ServeArgs {
                 .admin_listen
                 .zip(self.admin_ca.clone())
                 .map(|(listen, ca)| {
-                    crate::admin::listener::AdminDoor::new(crate::admin::listener::AdminApiConfig {
+                    janus_admin::listener::AdminDoor::new(janus_admin::listener::AdminApiConfig {
                         listen,
                         ca,
                     }) as Arc<dyn Door>
@@ -495,16 +495,16 @@ impl ServeArgs {
 }
 
 impl AgentArgs {
-    /// The command as [`crate::agent`] takes it.
-    pub fn to_agent(&self) -> crate::agent::AgentCommand {
-        crate::agent::AgentCommand {
+    /// The command as [`janus_agent`] takes it.
+    pub fn to_agent(&self) -> janus_agent::AgentCommand {
+        janus_agent::AgentCommand {
             dir: self.dir.clone(),
             user_data: self.user_data.clone(),
             node_ca: self.node_ca.clone(),
             name: self.name.clone(),
             advertise: self.advertise.clone(),
             once: self.once,
-            timings: crate::agent::Timings {
+            timings: janus_agent::Timings {
                 poll_every: self.poll_every,
                 reannounce_after: self.reannounce_after,
                 backoff_base: self.backoff_base,

@@ -13,9 +13,9 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::certs::{self, MintError};
-use crate::durable::{Presence, ensure_private_dir, write_atomic};
-use crate::protocol::AnnounceRequest;
-use crate::server::ServeConfig;
+use janus_core::durable::{Presence, ensure_private_dir, write_atomic};
+use janus_core::protocol::AnnounceRequest;
+use janus_endpoint::ServeConfig;
 
 /// The example state, as `state-example/` holds it.
 pub const EXAMPLE_TOKENS: &str = include_str!("../state-example/tokens");
@@ -70,9 +70,9 @@ fn lock_demo(dir: &Path) -> Result<DemoLock, MintError> {
         .truncate(false)
         .write(true)
         .mode(0o600)
-        .custom_flags(crate::durable::libc_nofollow())
+        .custom_flags(janus_core::durable::libc_nofollow())
         .open(&path)
-        .map_err(|e| crate::durable::with_path(e, &path))?;
+        .map_err(|e| janus_core::durable::with_path(e, &path))?;
     match file.try_lock() {
         Ok(()) => Ok(DemoLock { file, path }),
         Err(std::fs::TryLockError::WouldBlock) => Err(MintError::Invalid(format!(
@@ -80,7 +80,7 @@ fn lock_demo(dir: &Path) -> Result<DemoLock, MintError> {
             dir.display(),
             path.display()
         ))),
-        Err(std::fs::TryLockError::Error(e)) => Err(crate::durable::with_path(e, &path).into()),
+        Err(std::fs::TryLockError::Error(e)) => Err(janus_core::durable::with_path(e, &path).into()),
     }
 }
 
@@ -95,9 +95,9 @@ pub fn prepare(dir: &Path, listen: &str, admin_listen: std::net::SocketAddr) -> 
     mint_missing(&fleet_dir, &controller, &node_ca)?;
     let admin = mint_admin_missing(&certs_dir)?;
     let node_ca_pem = certs::read_text(&certs::with_suffix(&node_ca, "crt"))?;
-    let secret = crate::pki::hex(&rand::random::<[u8; 32]>());
+    let secret = janus_core::pki::hex(&rand::random::<[u8; 32]>());
     let announce = AnnounceRequest {
-        protocol: crate::protocol::PROTOCOL,
+        protocol: janus_core::protocol::PROTOCOL,
         name: "demo-node".into(),
         address: "127.0.0.1:9505".into(),
         ca_cert_pem: node_ca_pem.clone(),
@@ -156,7 +156,7 @@ pub fn prepare(dir: &Path, listen: &str, admin_listen: std::net::SocketAddr) -> 
         )
     };
     let ca = admin.ca.join("admin-ca.crt");
-    config.doors.push(crate::admin::listener::AdminDoor::new(crate::admin::listener::AdminApiConfig {
+    config.doors.push(janus_admin::listener::AdminDoor::new(janus_admin::listener::AdminApiConfig {
         listen: admin_listen,
         ca,
     }));
@@ -188,18 +188,18 @@ pub fn mint_admin_missing(certs_dir: &Path) -> Result<DemoAdmin, MintError> {
     }
     if !Presence::of(&certs::with_suffix(&admin.credential, "p12")).known()? {
         // A development credential: its password is kept beside it.
-        let password = crate::pki::hex(&rand::random::<[u8; 12]>());
+        let password = janus_core::pki::hex(&rand::random::<[u8; 12]>());
         write_atomic(&admin.password, format!("{password}\n").as_bytes(), 0o600)?;
         for suffix in ["crt", "key"] {
             let stale = certs::with_suffix(&admin.credential, suffix);
             if Presence::of(&stale).known()? {
-                crate::durable::remove_durably(&stale)?;
+                janus_core::durable::remove_durably(&stale)?;
             }
         }
         certs::run(&CertsCommand::Admin(AdminArgs {
             ca: admin.ca.clone(),
             name: "demo-admin".into(),
-            scopes: crate::admin_api::Scope::ALL.to_vec(),
+            scopes: janus_admin::api::Scope::ALL.to_vec(),
             out: admin.credential.clone(),
             days: 365,
             p12: true,
@@ -213,7 +213,7 @@ pub fn mint_admin_missing(certs_dir: &Path) -> Result<DemoAdmin, MintError> {
 /// credential into a fresh Chromium or Firefox profile (NSS databases,
 /// made when missing; `certutil` and `pk12util` are Debian's libnss3-tools).
 pub fn console_instructions(admin: &DemoAdmin, root: &Path, port: u16) -> Result<String, MintError> {
-    let absolute = |p: &Path| std::path::absolute(p).map_err(|e| crate::durable::with_path(e, p));
+    let absolute = |p: &Path| std::path::absolute(p).map_err(|e| janus_core::durable::with_path(e, p));
     let (root, p12, password) = (
         absolute(root)?,
         absolute(&certs::with_suffix(&admin.credential, "p12"))?,
@@ -274,7 +274,7 @@ fn mint_missing(fleet_dir: &Path, controller: &Path, node_ca: &Path) -> Result<(
 /// Replaces `state` with the example state.
 pub fn lay_out_example_state(state: &Path) -> Result<(), MintError> {
     if Presence::of(state).known()? {
-        std::fs::remove_dir_all(state).map_err(|e| crate::durable::with_path(e, state))?;
+        std::fs::remove_dir_all(state).map_err(|e| janus_core::durable::with_path(e, state))?;
     }
     for sub in ["", "nodes", "approved"] {
         ensure_private_dir(&state.join(sub))?;
@@ -283,9 +283,9 @@ pub fn lay_out_example_state(state: &Path) -> Result<(), MintError> {
     let record = state.join("nodes").join(format!("{EXAMPLE_NODE_ID}.json"));
     // Announced now: a fixed time in the past would age out, and maintenance
     // would forget the example a week after the binary was built.
-    let mut example: crate::store::NodeRecord =
+    let mut example: janus_store::NodeRecord =
         serde_json::from_str(EXAMPLE_NODE).map_err(|e| MintError::Invalid(e.to_string()))?;
-    example.announced_at = Some(crate::clock::now_rfc3339());
+    example.announced_at = Some(janus_core::clock::now_rfc3339());
     let bytes = serde_json::to_vec_pretty(&example).map_err(|e| MintError::Invalid(e.to_string()))?;
     write_atomic(&record, &bytes, 0o600)?;
     Ok(())
@@ -356,15 +356,15 @@ The example node {EXAMPLE_NODE_ID} polls with: -H 'Authorization: Bearer {EXAMPL
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::NodeRecord;
+    use janus_store::NodeRecord;
 
     #[test]
     fn the_example_record_is_exactly_what_serve_writes() {
         let record: NodeRecord = serde_json::from_str(EXAMPLE_NODE).unwrap();
         assert_eq!(record.id.as_str(), EXAMPLE_NODE_ID);
         assert_eq!(serde_json::to_string_pretty(&record).unwrap(), EXAMPLE_NODE);
-        assert_eq!(record.poll_secret_sha256, crate::pki::sha256_hex(EXAMPLE_POLL_SECRET.as_bytes()));
-        let ca = crate::pki::NodeCa::check(&record.ca_cert_pem).unwrap();
+        assert_eq!(record.poll_secret_sha256, janus_core::pki::sha256_hex(EXAMPLE_POLL_SECRET.as_bytes()));
+        let ca = janus_core::pki::NodeCa::check(&record.ca_cert_pem).unwrap();
         assert_eq!(Some(ca.sha256), record.ca_sha256);
     }
 }

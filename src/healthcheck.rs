@@ -12,7 +12,7 @@
 
 use std::sync::Arc;
 
-use crate::agent::http::{Endpoint, Request};
+use janus_agent::http::{Endpoint, Request};
 
 /// Why the endpoint is not healthy.
 #[derive(Debug, thiserror::Error)]
@@ -48,7 +48,7 @@ pub async fn check(addr: &str, live: bool, plain: bool) -> Result<String, Health
         let path = if live { "/livez" } else { "/healthz" };
         plain_get(addr, path).await?
     } else {
-        let endpoint = Endpoint::from_config(addr, Arc::new(crate::tls::insecure_client_config()));
+        let endpoint = Endpoint::from_config(addr, Arc::new(janus_core::tls::insecure_client_config()));
         let request = Request { method: "GET", path: "/healthz", ..Default::default() };
         let (answer, _) = endpoint
             .send(&request)

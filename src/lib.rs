@@ -8,24 +8,17 @@
 //!
 //! | crate | owns |
 //! |---|---|
-//! | `janus-core` | [`clock`], [`durable`], [`terminal`], [`shutdown`], [`protocol`], [`pki`], [`tls`]: no knowledge of nodes or requests |
-//! | `janus-store` ([`store`]) | the state directory: `tokens`, `nodes/`, `approved/` and our additions; its only writer |
-//! | `janus-endpoint` ([`server`]) | `serve`: the nodes' HTTPS endpoint, its listeners, limits and programs |
-//! | `janus-admin` ([`admin`], [`admin_api`]) | `nodes` and `tokens`, and the admin API served beside the endpoint |
-//! | `janus-agent` ([`agent`]) | the node side: janusd's HTTPS client, registration loop and the load generator |
-//! | `janus-registration` (this crate) | the command line ([`cli`]) and the commands that compose the layers: [`certs`], [`demo`], [`healthcheck`] |
+//! | `janus-core` | clock, durable writes, terminal escaping, shutdown, the protocol, PKI, TLS: no knowledge of nodes or requests |
+//! | `janus-store` | the state directory: `tokens`, `nodes/`, `approved/` and our additions; its only writer |
+//! | `janus-endpoint` | `serve`: the nodes' HTTPS endpoint, its listeners, limits and programs |
+//! | `janus-admin` | the admin model and its functions, and the admin listener (API and console) served beside the endpoint |
+//! | `janus-agent` | the node side: janusd's HTTPS client, registration loop and the load generator |
+//! | `janus-registration` (this crate) | the command line ([`cli`], [`admin_args`], [`admin_cli`]) and the commands that compose the layers: [`certs`], [`demo`], [`healthcheck`], [`user_data`] |
 //!
-//! This crate re-exports each layer under its module name, so a path such
-//! as `janus_registration::store::Store` names the same item in every crate.
+//! Each layer is named by its own crate (`janus_store::Store`): this crate
+//! re-exports none of them. docs/architecture.md is the maintainer's map.
 
 #![warn(missing_docs)]
-
-pub use janus_admin as admin;
-pub use janus_admin::api as admin_api;
-pub use janus_agent as agent;
-pub use janus_core::{clock, durable, pki, protocol, shutdown, terminal, tls};
-pub use janus_endpoint as server;
-pub use janus_store as store;
 
 // The commands that compose the layers.
 pub mod admin_args;
@@ -90,20 +83,21 @@ mod tests {
 
     #[test]
     fn every_wrapping_error_says_its_cause_once() {
-        let io = || crate::durable::with_path(io::Error::from_raw_os_error(13), Path::new("/state/tokens"));
+        let io =
+            || janus_core::durable::with_path(io::Error::from_raw_os_error(13), Path::new("/state/tokens"));
         let errors: Vec<Box<dyn Error>> = vec![
             Box::new(io()),
-            Box::new(crate::store::StoreError::from(io())),
-            Box::new(crate::admin::AdminError::from(crate::store::StoreError::from(io()))),
-            Box::new(crate::agent::AgentError::File { path: "/f".into(), cause: io() }),
-            Box::new(crate::agent::http::HttpError::Connect { url: "https://x/".into(), cause: io() }),
-            Box::new(crate::pki::PkiError::Read { path: "/p".into(), cause: io() }),
-            Box::new(crate::pki::mint::MintError::from(io())),
-            Box::new(crate::server::error::ApiError::Internal(io())),
-            Box::new(crate::server::StartupError::State(io().into())),
-            Box::new(crate::server::StartupError::Fleet {
+            Box::new(janus_store::StoreError::from(io())),
+            Box::new(janus_admin::AdminError::from(janus_store::StoreError::from(io()))),
+            Box::new(janus_agent::AgentError::File { path: "/f".into(), cause: io() }),
+            Box::new(janus_agent::http::HttpError::Connect { url: "https://x/".into(), cause: io() }),
+            Box::new(janus_core::pki::PkiError::Read { path: "/p".into(), cause: io() }),
+            Box::new(janus_core::pki::mint::MintError::from(io())),
+            Box::new(janus_endpoint::error::ApiError::Internal(io())),
+            Box::new(janus_endpoint::StartupError::State(io().into())),
+            Box::new(janus_endpoint::StartupError::Fleet {
                 dir: "/fleet".into(),
-                cause: crate::pki::PkiError::Read { path: "/fleet/root.crt".into(), cause: io() },
+                cause: janus_core::pki::PkiError::Read { path: "/fleet/root.crt".into(), cause: io() },
             }),
         ];
         for error in &errors {

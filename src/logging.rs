@@ -3,36 +3,19 @@
 //!
 //! Invariants: every line passes an escaper (text through the terminal
 //! escaper, so no colour; JSON escaping its strings itself); a line that
-//! cannot be written is dropped, never a panic. A filter names the crate
-//! as operators know it, `janus_registration` (its module paths too:
-//! `janus_registration::server=debug`); the layers live in crates of
-//! their own, so each such directive is said again for the crate that
-//! holds the module.
+//! cannot be written is dropped, never a panic. A bare `janus_registration`
+//! directive (the default, `--log-level`'s) is said for every crate of the
+//! workspace; a module is named by its own crate's path
+//! (`janus_endpoint::routes=debug`).
 
 use crate::cli::LogFormat;
-
-/// The module paths operators use, and the crate that holds each now.
-const LAYERS: [(&str, &str); 12] = [
-    ("janus_registration::admin_api", "janus_admin::api"),
-    ("janus_registration::admin", "janus_admin"),
-    ("janus_registration::agent", "janus_agent"),
-    ("janus_registration::server", "janus_endpoint"),
-    ("janus_registration::store", "janus_store"),
-    ("janus_registration::clock", "janus_core::clock"),
-    ("janus_registration::durable", "janus_core::durable"),
-    ("janus_registration::pki", "janus_core::pki"),
-    ("janus_registration::protocol", "janus_core::protocol"),
-    ("janus_registration::shutdown", "janus_core::shutdown"),
-    ("janus_registration::terminal", "janus_core::terminal"),
-    ("janus_registration::tls", "janus_core::tls"),
-];
 
 /// The crates whose lines a bare `janus_registration` directive keeps.
 const CRATES: [&str; 5] = ["janus_admin", "janus_agent", "janus_endpoint", "janus_store", "janus_core"];
 
-/// `directives` with every `janus_registration` directive also said for
-/// the crate (or module) that holds it: `janus_registration=debug` keeps
-/// the debug lines of every layer, as it did when they were one crate.
+/// `directives` with a bare `janus_registration` directive also said for
+/// every crate of the workspace: `janus_registration=debug` keeps the
+/// debug lines of every layer.
 pub fn expand(directives: &str) -> String {
     let mut out: Vec<String> = Vec::new();
     for directive in directives.split(',').map(str::trim).filter(|d| !d.is_empty()) {
@@ -40,14 +23,6 @@ pub fn expand(directives: &str) -> String {
         let Some(rest) = directive.strip_prefix("janus_registration") else { continue };
         if rest.is_empty() || rest.starts_with('=') || rest.starts_with('[') {
             out.extend(CRATES.iter().map(|krate| format!("{krate}{rest}")));
-            continue;
-        }
-        if let Some((path, crate_path)) = LAYERS.iter().find(|(path, _)| {
-            directive.strip_prefix(path).is_some_and(|after| {
-                after.is_empty() || !after.starts_with(char::is_alphanumeric) && !after.starts_with('_')
-            })
-        }) {
-            out.push(format!("{crate_path}{}", &directive[path.len()..]));
         }
     }
     out.join(",")
@@ -60,7 +35,7 @@ pub fn expand(directives: &str) -> String {
 /// which panics once stderr is gone (a log collector that died), and a
 /// panicking log call would take the request, or the shutdown, with it.
 pub fn init(format: LogFormat, level: &str) {
-    use crate::terminal::{EscapingWriter, JsonEscapingWriter};
+    use janus_core::terminal::{EscapingWriter, JsonEscapingWriter};
     let directives = std::env::var("RUST_LOG").unwrap_or_else(|_| format!("janus_registration={level}"));
     let filter = tracing_subscriber::EnvFilter::try_new(expand(&directives)).unwrap_or_else(|_| {
         tracing_subscriber::EnvFilter::new(expand(&format!("janus_registration={level}")))
@@ -86,16 +61,8 @@ mod tests {
             assert!(all.split(',').any(|d| d == krate), "{all}");
         }
         assert_eq!(
-            expand("janus_registration::server=trace,hyper=info"),
-            "janus_registration::server=trace,janus_endpoint=trace,hyper=info"
-        );
-        assert_eq!(
-            expand("janus_registration::admin_api::routes=debug"),
-            "janus_registration::admin_api::routes=debug,janus_admin::api::routes=debug"
-        );
-        assert_eq!(
-            expand("janus_registration::admin=warn"),
-            "janus_registration::admin=warn,janus_admin=warn"
+            expand("janus_endpoint::routes=trace,hyper=info"),
+            "janus_endpoint::routes=trace,hyper=info"
         );
         assert_eq!(expand("info"), "info");
     }

@@ -4,14 +4,18 @@
 use std::process::ExitCode;
 
 use clap::Parser;
+use janus_agent as agent;
+use janus_core::shutdown;
+use janus_endpoint as server;
 use janus_registration::admin_args::actor_here;
 use janus_registration::cli::{AgentSubcommand, Cli, Command};
-use janus_registration::{admin_cli, agent, certs, demo, healthcheck, server, shutdown, store};
+use janus_registration::{admin_cli, certs, demo, healthcheck};
+use janus_store as store;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
     janus_registration::logging::init(cli.log_format, &cli.log_level);
-    janus_registration::durable::lock::set_wait(cli.lock_wait);
+    janus_core::durable::lock::set_wait(cli.lock_wait);
     match run(cli) {
         Ok(code) => code,
         Err(failure) => {
@@ -25,10 +29,7 @@ fn main() -> ExitCode {
             // Our own multi-line messages print as lines; every other
             // control character is escaped (values from nodes are escaped
             // where they are put in).
-            eprintln!(
-                "janus-registration: {}",
-                janus_registration::terminal::escape_lines(&failure.to_string())
-            );
+            eprintln!("janus-registration: {}", janus_core::terminal::escape_lines(&failure.to_string()));
             ExitCode::FAILURE
         }
     }
@@ -40,13 +41,13 @@ const STATE_REQUIRED: &str = "--state (or JANUS_REGISTRATION_STATE) is required:
 /// The admin API client `--server` asks for, if it does.
 fn remote(
     args: &janus_registration::cli::RemoteArgs,
-) -> Result<Option<janus_registration::admin_api::client::AdminClient>, Failure> {
+) -> Result<Option<janus_admin::api::client::AdminClient>, Failure> {
     let (Some(server), Some(cert), Some(key), Some(ca)) =
         (&args.server, &args.client_cert, &args.client_key, &args.server_ca)
     else {
         return Ok(None);
     };
-    Ok(Some(janus_registration::admin_api::client::from_files(server, cert, key, ca)?))
+    Ok(Some(janus_admin::api::client::from_files(server, cert, key, ca)?))
 }
 
 /// Any command's failure, as one message; context is added here, at the edge.
@@ -88,7 +89,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Openapi => {
-            print(&serde_json::to_string_pretty(&janus_registration::admin_api::openapi::document())?);
+            print(&serde_json::to_string_pretty(&janus_admin::api::openapi::document())?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Manpage(args) => {

@@ -12,8 +12,8 @@ use std::path::{Path, PathBuf};
 use clap::{Args, Subcommand};
 use serde::Serialize;
 
-use crate::admin::{AdminError, Code};
 use crate::admin_args::{read_secret, warn_secret_on_argv};
+use janus_admin::{AdminError, Code};
 
 type Result<T> = std::result::Result<T, AdminError>;
 
@@ -165,14 +165,14 @@ pub fn user_data(command: &UserDataCommand) -> Result<String> {
 
 /// A one-time token, registered as `tokens add` registers it.
 fn mint(state: &Path, args: &AnnounceArgs) -> Result<String> {
-    let add = crate::admin::NewTokens {
+    let add = janus_admin::NewTokens {
         description: args.description.clone(),
         expires_in: args.expires_in,
-        labels: crate::admin::NewTokens::labels_from(args.labels.clone())?,
-        ..crate::admin::NewTokens::one()
+        labels: janus_admin::NewTokens::labels_from(args.labels.clone())?,
+        ..janus_admin::NewTokens::one()
     };
-    let store = crate::admin::open_state(state)?;
-    let mut made = crate::admin::tokens::add(&store, &add, &crate::admin_args::actor_here(None)?)?;
+    let store = janus_admin::open_state(state)?;
+    let mut made = janus_admin::tokens::add(&store, &add, &crate::admin_args::actor_here(None)?)?;
     Ok(made.remove(0).token)
 }
 

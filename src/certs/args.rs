@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use clap::{Args, Subcommand};
 
-use crate::clock::parse_duration;
+use janus_core::clock::parse_duration;
 
 #[derive(Debug, Subcommand)]
 pub enum CertsCommand {
@@ -51,7 +51,7 @@ pub struct AdminArgs {
     pub name: String,
     /// What it may do (repeatable): tokens (make, revoke), read (nodes, events), approve, reject.
     #[arg(long = "scope", value_enum, required = true)]
-    pub scopes: Vec<crate::admin_api::Scope>,
+    pub scopes: Vec<janus_admin::api::Scope>,
     /// Writes PREFIX.crt and PREFIX.key (0600).
     #[arg(long)]
     pub out: PathBuf,

@@ -10,18 +10,18 @@
 use secrecy::ExposeSecret;
 use std::path::Path;
 
-use crate::durable::write_atomic;
-use crate::pki;
-pub use crate::pki::mint::{
+use janus_core::durable::write_atomic;
+use janus_core::pki;
+pub use janus_core::pki::mint::{
     FleetMaterial, MintError, Minted, console_line, mint_admin, mint_admin_ca, mint_controller, mint_fleet,
     mint_node_ca, sign_bundle,
 };
-pub use crate::pki::pair::{with_suffix, write_pair};
+pub use janus_core::pki::pair::{with_suffix, write_pair};
 
 /// Writes a fleet into `dir` (created 0700 when missing), refusing to touch
 /// an existing one.
 pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
-    crate::durable::ensure_private_dir(dir)?;
+    janus_core::durable::ensure_private_dir(dir)?;
     let files: [(&str, &[u8], u32); 5] = [
         ("root.crt", fleet.root.cert_pem.as_bytes(), 0o644),
         ("root.key", fleet.root.key_pem.expose_secret().as_bytes(), 0o600),
@@ -30,7 +30,7 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
         ("bundle.json", &fleet.bundle_json, 0o644),
     ];
     for (name, _, _) in &files {
-        if crate::durable::Presence::of(&dir.join(name)).known()? {
+        if janus_core::durable::Presence::of(&dir.join(name)).known()? {
             return Err(MintError::Exists(dir.join(name)));
         }
     }
@@ -38,7 +38,7 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
         // Created whole or not at all, never replaced: one made meanwhile
         // by someone else stays theirs.
         let path = dir.join(name);
-        if !crate::durable::create_exclusive(&path, bytes, mode)? {
+        if !janus_core::durable::create_exclusive(&path, bytes, mode)? {
             return Err(MintError::Exists(path));
         }
     }
@@ -60,7 +60,7 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
                     "wrote the fleet {:?} to {} (bundle version 1); root SHA-256 {}\n\
                      Its keys (root.key, issuing.key) sign everything the fleet trusts: keep them offline; \
                      the endpoint needs only root.crt and bundle.json",
-                    crate::terminal::escape(name),
+                    janus_core::terminal::escape(name),
                     out.display(),
                     pki::sha256_hex(&pki::first_certificate(fleet.root.cert_pem.as_bytes(), "root")?)
                 ))
@@ -70,18 +70,18 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
         CertsCommand::Controller(ControllerArgs { fleet, out, days, sans, renew_within }) => {
             let crt = with_suffix(out, "crt");
             if let Some(within) = renew_within
-                && crate::durable::Presence::of(&crt).known()?
+                && janus_core::durable::Presence::of(&crt).known()?
             {
-                let pem = std::fs::read(&crt).map_err(|e| crate::durable::with_path(e, &crt))?;
+                let pem = std::fs::read(&crt).map_err(|e| janus_core::durable::with_path(e, &crt))?;
                 let der = pki::first_certificate(&pem, &crt.display().to_string())?;
                 let not_after =
                     pki::parse(&der, &crt.display().to_string())?.validity().not_after.timestamp();
-                let deadline = crate::clock::now_unix() + within.as_secs() as i64;
+                let deadline = janus_core::clock::now_unix() + within.as_secs() as i64;
                 if not_after > deadline {
                     return Ok(format!(
                         "{} is valid until {}: not renewed",
                         crt.display(),
-                        crate::clock::unix_to_rfc3339(not_after)
+                        janus_core::clock::unix_to_rfc3339(not_after)
                     ));
                 }
             }
@@ -89,7 +89,7 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
             let minted = mint_controller(&issuing, *days, sans)?;
             // The directory it writes into, as `certs fleet` makes its own.
             if let Some(dir) = out.parent().filter(|d| !d.as_os_str().is_empty()) {
-                crate::durable::ensure_private_dir(dir)?;
+                janus_core::durable::ensure_private_dir(dir)?;
             }
             let (crt, key) = write_pair(out, &minted, renew_within.is_some()).map_err(|e| match e {
                 MintError::Exists(path) => MintError::Invalid(format!(
@@ -103,7 +103,7 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
         }
         CertsCommand::AdminCa(AdminCaArgs { out }) => {
             let minted = mint_admin_ca("janus-registration admin CA")?;
-            crate::durable::ensure_private_dir(out)?;
+            janus_core::durable::ensure_private_dir(out)?;
             let (crt, key) = write_pair(&out.join("admin-ca"), &minted, false)?;
             Ok(format!(
                 "wrote {} and {}: serve --admin-ca {} trusts the credentials `certs admin --ca {}` mints; \
@@ -126,10 +126,10 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
 /// `certs admin`: a credential named `name` with its scopes, refused
 /// unless the audit trail can carry the name.
 fn mint_admin_credential(args: &AdminArgs) -> Result<String, MintError> {
-    if !crate::store::audit::is_admin_name(&args.name) {
+    if !janus_store::audit::is_admin_name(&args.name) {
         return Err(MintError::Invalid(format!(
             "--name {:?}: an admin's name is 1 to 64 letters, digits, '.', '_', '-' or '@' (the audit trail names it)",
-            crate::terminal::escape(&args.name)
+            janus_core::terminal::escape(&args.name)
         )));
     }
     if !(1..=3650).contains(&args.days) {
@@ -137,7 +137,7 @@ fn mint_admin_credential(args: &AdminArgs) -> Result<String, MintError> {
     }
     let ca = read_minted(&args.ca.join("admin-ca.crt"), &args.ca.join("admin-ca.key"))?;
     let uris: Vec<String> = args.scopes.iter().map(|s| s.uri()).collect();
-    let now = crate::clock::now_utc();
+    let now = janus_core::clock::now_utc();
     let minted = mint_admin(
         &ca,
         &args.name,
@@ -199,7 +199,7 @@ fn resign_bundle(dir: &Path, version: u64) -> Result<String, MintError> {
 
 /// A file's text; the error names the file.
 pub fn read_text(path: &Path) -> Result<String, MintError> {
-    std::fs::read_to_string(path).map_err(|e| MintError::Io(crate::durable::with_path(e, path)))
+    std::fs::read_to_string(path).map_err(|e| MintError::Io(janus_core::durable::with_path(e, path)))
 }
 
 /// A certificate and key pair from two PEM files.

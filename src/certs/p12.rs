@@ -73,7 +73,7 @@ pub fn encode(
 /// Writes `bytes` to `PREFIX.p12` (0600), never over an existing file.
 pub fn write(prefix: &Path, bytes: &[u8]) -> Result<PathBuf, MintError> {
     let path = super::with_suffix(prefix, "p12");
-    if !crate::durable::create_exclusive(&path, bytes, 0o600)? {
+    if !janus_core::durable::create_exclusive(&path, bytes, 0o600)? {
         return Err(MintError::Exists(path));
     }
     Ok(path)
@@ -86,8 +86,8 @@ mod tests {
     #[test]
     fn the_credential_reads_back_with_its_password_and_its_chain() {
         let ca = crate::certs::mint_admin_ca("test admin CA").unwrap();
-        let now = crate::clock::now_utc();
-        let uri = crate::admin_api::Scope::Read.uri();
+        let now = janus_core::clock::now_utc();
+        let uri = janus_admin::api::Scope::Read.uri();
         let cred =
             crate::certs::mint_admin(&ca, "alice", &[uri], now, now + time::Duration::days(1)).unwrap();
         let password = SecretString::from("correct horse".to_string());
@@ -104,7 +104,7 @@ mod tests {
     fn a_short_password_file_is_refused() {
         let dir = tempfile::tempdir().unwrap();
         let file = dir.path().join("pw");
-        crate::durable::write_atomic(&file, b"short\nlonger second line", 0o600).unwrap();
+        janus_core::durable::write_atomic(&file, b"short\nlonger second line", 0o600).unwrap();
         assert!(matches!(password(Some(&file)), Err(MintError::Invalid(_))));
         let (generated, said) = password(None).unwrap();
         assert!(said && generated.expose_secret().len() >= MIN_PASSWORD);

@@ -6,9 +6,9 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use janus_registration::admin::listener::{AdminApiConfig, AdminDoor};
-use janus_registration::admin_api::Scope;
-use janus_registration::admin_api::client::AdminClient;
+use janus_admin::api::Scope;
+use janus_admin::api::client::AdminClient;
+use janus_admin::listener::{AdminApiConfig, AdminDoor};
 use janus_registration::certs::{self, Minted};
 use secrecy::ExposeSecret;
 use serde_json::json;
@@ -29,7 +29,7 @@ pub async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, Sock
 }
 
 pub fn credential(ca: &Minted, name: &str, scopes: &[Scope]) -> Minted {
-    let now = janus_registration::clock::now_utc();
+    let now = janus_core::clock::now_utc();
     valid_credential(ca, name, scopes, now - time::Duration::minutes(5), now + time::Duration::days(1))
 }
 
@@ -148,17 +148,16 @@ async fn the_api_refuses_no_certificate_a_nodes_another_cas_an_expired_one_and_a
     let fx = Fixture::new();
     let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
     let (server, admin) = with_admin_api(&fx, &admin_ca).await;
-    let refused =
-        |what: &str, result: Result<_, janus_registration::admin_api::client::ClientError>| match result {
-            Err(_) => {}
-            Ok(janus_registration::admin_api::client::Reply { status, body }) => {
-                panic!("{what}: answered {status} {body}")
-            }
-        };
+    let refused = |what: &str, result: Result<_, janus_admin::api::client::ClientError>| match result {
+        Err(_) => {}
+        Ok(janus_admin::api::client::Reply { status, body }) => {
+            panic!("{what}: answered {status} {body}")
+        }
+    };
     // No certificate at all.
     let mut roots = rustls::RootCertStore::empty();
     roots.add(pem_der(&fx.fleet.root.cert_pem)).unwrap();
-    let anonymous = janus_registration::tls::client_config(roots).unwrap();
+    let anonymous = janus_core::tls::client_config(roots).unwrap();
     let anonymous = AdminClient::from_config(&admin.to_string(), std::sync::Arc::new(anonymous));
     refused("no certificate", anonymous.call("GET", "/v1/whoami", None).await);
     // A node's CA certificate, as a node has one.
@@ -169,7 +168,7 @@ async fn the_api_refuses_no_certificate_a_nodes_another_cas_an_expired_one_and_a
     let foreign = credential(&other_ca, "intruder", &Scope::ALL);
     refused("another CA's credential", client(&fx, admin, &foreign).call("GET", "/v1/whoami", None).await);
     // An expired one from the right CA.
-    let now = janus_registration::clock::now_utc();
+    let now = janus_core::clock::now_utc();
     let expired = valid_credential(
         &admin_ca,
         "old",
@@ -234,7 +233,7 @@ fn serve_refuses_an_admin_ca_that_is_the_fleets() {
 }
 
 fn pem_der(pem: &str) -> rustls::pki_types::CertificateDer<'static> {
-    janus_registration::pki::first_certificate(pem.as_bytes(), "pem").unwrap().to_vec().into()
+    janus_core::pki::first_certificate(pem.as_bytes(), "pem").unwrap().to_vec().into()
 }
 
 fn admin_cmd(fx: &Fixture, args: &[&str]) -> (bool, String, String) {

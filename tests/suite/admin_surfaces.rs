@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use janus_registration::admin_api::{Needs, Scope};
+use janus_admin::api::{Needs, Scope};
 use janus_registration::certs;
 use serde_json::json;
 
@@ -61,7 +61,7 @@ async fn a_clients_mistake_is_said_once_and_a_fault_is_503_never_404() {
 /// The tokens file is read through a cache that notices changes by time
 /// and size: a refusal may take a reload to say its newest reason.
 async fn eventually_status(
-    api: &janus_registration::admin_api::client::AdminClient,
+    api: &janus_admin::api::client::AdminClient,
     token: &str,
     status: u16,
     says: &str,
@@ -118,7 +118,7 @@ async fn every_route_is_refused_to_every_credential_without_its_scope() {
     let (server, admin) = with_admin_api(&fx, &admin_ca).await;
     let mut held: Vec<(String, Vec<Scope>)> = vec![("no-scope".into(), vec![])];
     held.extend(Scope::ALL.iter().map(|s| (format!("only-{}", s.name()), vec![*s])));
-    let table = janus_registration::admin_api::route_table();
+    let table = janus_admin::api::route_table();
     assert!(table.len() >= 9, "{table:?}");
     for (name, scopes) in &held {
         let api = client(&fx, admin, &credential(&admin_ca, name, scopes));
@@ -172,7 +172,7 @@ async fn concurrent_api_edits_and_the_sweep_hold_one_open_file_of_the_tokens_loc
     for edit in edits {
         edit.await.unwrap();
     }
-    let most = janus_registration::durable::lock::most_open_at_once(&lock);
+    let most = janus_core::durable::lock::most_open_at_once(&lock);
     assert_eq!(most, 1, "never two open files of tokens.lock in one process (0: never locked)");
     let (ok, listed, err) = admin(&fx.state(), &["tokens", "list", "--json"]);
     assert!(ok, "{err}");
@@ -267,15 +267,15 @@ async fn an_admin_gets_in_at_the_first_try_under_a_flood_from_its_own_address() 
     let root = fx.fleet.root.cert_pem.clone();
     let stranger = {
         let mut roots = rustls::RootCertStore::empty();
-        for der in janus_registration::pki::all_certificates(root.as_bytes(), "root").unwrap() {
+        for der in janus_core::pki::all_certificates(root.as_bytes(), "root").unwrap() {
             roots.add(der).unwrap();
         }
-        let config = rustls::ClientConfig::builder_with_provider(janus_registration::tls::provider())
+        let config = rustls::ClientConfig::builder_with_provider(janus_core::tls::provider())
             .with_safe_default_protocol_versions()
             .unwrap()
             .with_root_certificates(roots)
             .with_no_client_auth();
-        janus_registration::admin_api::client::AdminClient::from_config(&admin.to_string(), Arc::new(config))
+        janus_admin::api::client::AdminClient::from_config(&admin.to_string(), Arc::new(config))
     };
     // The strangers are another program on the holder's host: their own
     // runtime, on a thread of their own (sharing the holder's runtime would
@@ -388,9 +388,7 @@ async fn a_backup_restored_without_the_token_metadata_fails_closed() {
     let server = InProcess::start(fx.config()).await;
     let client = node_client(&fx, server.addr);
     let token = add_token(&fx.state(), &["--expires-in", "1h"]);
-    for file in
-        [janus_registration::store::tokens::META_FILE, janus_registration::store::tokens::META_GOOD_FILE]
-    {
+    for file in [janus_store::tokens::META_FILE, janus_store::tokens::META_GOOD_FILE] {
         std::fs::remove_file(fx.state().join(file)).unwrap();
     }
     let ca = certs::mint_node_ca("restored").unwrap();
@@ -563,12 +561,10 @@ async fn open_event_streams_end_when_the_server_stops() {
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
     let mut config = fx.config();
     config.shutdown_grace = Duration::from_secs(600);
-    let door = janus_registration::admin::listener::AdminDoor::new(
-        janus_registration::admin::listener::AdminApiConfig {
-            listen: "127.0.0.1:0".parse().unwrap(),
-            ca: ca_file,
-        },
-    );
+    let door = janus_admin::listener::AdminDoor::new(janus_admin::listener::AdminApiConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ca: ca_file,
+    });
     config.doors.push(door.clone());
     let server = InProcess::start(config).await;
     assert!(wait_for(Duration::from_secs(10), || door.local_addr().is_some()));

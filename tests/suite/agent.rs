@@ -8,8 +8,9 @@ use std::time::Duration;
 use crate::common::*;
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
-use janus_registration::agent::{Agent, Step};
-use janus_registration::{certs, pki};
+use janus_agent::{Agent, Step};
+use janus_core::pki;
+use janus_registration::certs;
 use rcgen::SigningKey;
 
 async fn run_until_admitted(agent: &Agent) -> Step {

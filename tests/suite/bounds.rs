@@ -113,11 +113,7 @@ fn with_admission_command(
     Process::start(&args)
 }
 
-fn announce_pending(
-    runtime: &tokio::runtime::Runtime,
-    client: &janus_registration::agent::http::Endpoint,
-    n: usize,
-) {
+fn announce_pending(runtime: &tokio::runtime::Runtime, client: &janus_agent::http::Endpoint, n: usize) {
     runtime.block_on(async {
         for _ in 0..n {
             let ca = certs::mint_node_ca("edge").unwrap();
@@ -278,7 +274,7 @@ async fn handshaken_from(
     let socket = tokio::net::TcpSocket::new_v4().unwrap();
     socket.bind(format!("{from}:0").parse().unwrap()).unwrap();
     let tcp = socket.connect(addr).await.unwrap();
-    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
+    let config = std::sync::Arc::new(janus_core::tls::insecure_client_config());
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
     tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap()
 }

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
-use janus_registration::pki;
+use janus_core::pki;
 
 fn run(args: &[&str], dir: &Path) -> String {
     let (ok, stdout, stderr) = cli_with(Command::new(BIN).args(args).current_dir(dir));
@@ -126,7 +126,7 @@ fn a_fleet_made_by_openssl_verifies_with_our_code() {
     run(&["certs", "controller", "--fleet", "f", "--out", "controller"], d);
     let chain = d.join("controller.crt");
     let key = d.join("controller.key");
-    let provider = janus_registration::tls::provider();
+    let provider = janus_core::tls::provider();
     let identity = pki::ServedIdentity::load(&chain, &key, &provider).unwrap();
     identity.verify_for_fleet(&fleet.root_der, provider).unwrap();
 }
@@ -291,8 +291,7 @@ fn demo_lays_out_the_example_state_and_serves_it() {
     );
     assert_eq!(mode(&dir.path().join("certs/fleet/root.key")), 0o600);
     let root = std::fs::read(dir.path().join("certs/fleet/root.crt")).unwrap();
-    let client =
-        janus_registration::agent::http::Endpoint::new(&server.addr.to_string(), &root, &root).unwrap();
+    let client = janus_agent::http::Endpoint::new(&server.addr.to_string(), &root, &root).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
     let path = format!("/register/{}", janus_registration::demo::EXAMPLE_NODE_ID);
     let answer = rt.block_on(get(&client, &path, Some(janus_registration::demo::EXAMPLE_POLL_SECRET)));

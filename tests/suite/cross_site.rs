@@ -7,9 +7,9 @@
 //! The form and the iframe in a real browser: `scripts/console-check.sh`.
 
 use axum::http::Method;
-use janus_registration::admin::console;
-use janus_registration::admin_api::client::{AdminClient, RawReply};
-use janus_registration::admin_api::{Needs, Scope, route_table};
+use janus_admin::api::client::{AdminClient, RawReply};
+use janus_admin::api::{Needs, Scope, route_table};
+use janus_admin::console;
 use janus_registration::certs::{self, Minted};
 
 use crate::admin_api::{client, credential, with_admin_api};

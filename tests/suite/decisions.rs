@@ -13,11 +13,11 @@ use std::time::Duration;
 
 use crate::common::*;
 use janus_registration::certs::{self, Minted};
-use janus_registration::store::NodeId;
+use janus_store::NodeId;
 
 /// The ids the answers to announcing `ca` with `token` gave, and whether admitted.
 async fn announce_with(
-    client: &janus_registration::agent::http::Endpoint,
+    client: &janus_agent::http::Endpoint,
     ca: &Minted,
     token: &str,
     secret: &str,
@@ -195,8 +195,7 @@ async fn a_spent_token_is_honoured_for_its_node_only_within_the_window() {
     // is counted from there), rather than waiting for the clock.
     let path = fx.state().join("nodes").join(format!("{id}.json"));
     let mut record: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
-    record["announced_at"] =
-        janus_registration::clock::unix_to_rfc3339(janus_registration::clock::now_unix() - 3600).into();
+    record["announced_at"] = janus_core::clock::unix_to_rfc3339(janus_core::clock::now_unix() - 3600).into();
     let temp = path.with_extension("edit");
     std::fs::write(&temp, serde_json::to_vec(&record).unwrap()).unwrap();
     std::fs::rename(&temp, &path).unwrap();

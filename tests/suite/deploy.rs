@@ -249,12 +249,10 @@ async fn announce_somewhere(
     // Another replica when one does not answer: a load balancer's retry.
     for attempt in 0..addrs.len() {
         let addr = addrs[(i + attempt) % addrs.len()];
-        let client =
-            janus_registration::agent::http::Endpoint::new(&addr.to_string(), fx_root.as_bytes(), b"")
-                .unwrap();
+        let client = janus_agent::http::Endpoint::new(&addr.to_string(), fx_root.as_bytes(), b"").unwrap();
         let secret = new_secret();
         let body = announcement("edge", ca, &token, &secret);
-        let request = janus_registration::agent::http::Request {
+        let request = janus_agent::http::Request {
             method: "POST",
             path: "/register",
             headers: vec![("Content-Type", "application/json".into())],
@@ -342,7 +340,7 @@ async fn a_kubernetes_secret_update_is_served_without_a_restart() {
         ("tls.key", renewed.key_pem.expose_secret().as_bytes()),
     ]);
     let renewed_der =
-        janus_registration::pki::first_certificate(renewed.cert_pem.as_bytes(), "renewed").unwrap().to_vec();
+        janus_core::pki::first_certificate(renewed.cert_pem.as_bytes(), "renewed").unwrap().to_vec();
     let presented = eventually(|| presented_certificate(server.addr), |p| *p == renewed_der).await;
     assert_eq!(presented, renewed_der, "the renewed certificate is used from the next handshake");
     assert!(server.log().contains("reloaded the certificate"), "{}", server.log());

@@ -10,13 +10,9 @@ use std::fs;
 
 use crate::common::*;
 use janus_registration::certs;
-use janus_registration::store::tokens::{META_FILE, META_GOOD_FILE};
+use janus_store::tokens::{META_FILE, META_GOOD_FILE};
 
-async fn status_of(
-    client: &janus_registration::agent::http::Endpoint,
-    name: &str,
-    token: &str,
-) -> (u16, bool) {
+async fn status_of(client: &janus_agent::http::Endpoint, name: &str, token: &str) -> (u16, bool) {
     let ca = certs::mint_node_ca(name).unwrap();
     let answer = post(client, &announcement(name, &ca, token, &new_secret())).await;
     let admitted = answer.status == 201 && json(&answer)["admitted"] == true;
@@ -39,7 +35,7 @@ async fn a_missing_metadata_file_fails_closed_while_its_good_copy_governs() {
         serde_json::from_slice(&fs::read(fx.state().join(META_FILE)).unwrap()).unwrap();
     for entry in book.as_object_mut().unwrap().values_mut() {
         if entry.get("expires_at").is_some() {
-            entry["expires_at"] = (janus_registration::clock::now_unix() - 10).into();
+            entry["expires_at"] = (janus_core::clock::now_unix() - 10).into();
         }
     }
     fs::write(&aside, serde_json::to_vec(&book).unwrap()).unwrap();
@@ -109,7 +105,7 @@ async fn a_revoke_is_final_even_while_the_metadata_is_missing() {
 fn numbers_from_outside_are_bounded() {
     let fx = Fixture::new();
     fx.write_tokens("");
-    janus_registration::store::Store::open(&fx.state()).unwrap();
+    janus_store::Store::open(&fx.state()).unwrap();
     for (args, says) in [
         (vec!["--uses", "4294967295"], "--uses must be between 1 and 10000"),
         (vec!["--uses", "0"], "--uses must be between 1 and 10000"),
@@ -141,7 +137,7 @@ fn tokens_add_through_a_dangling_link_is_refused() {
     let target = fx.dir.path().join("elsewhere").join("tokens");
     fs::create_dir_all(target.parent().unwrap()).unwrap();
     let _ = fs::remove_file(fx.state().join("tokens"));
-    janus_registration::store::Store::open(&fx.state()).unwrap();
+    janus_store::Store::open(&fx.state()).unwrap();
     std::os::unix::fs::symlink(&target, fx.state().join("tokens")).unwrap();
     let (ok, _, err) = admin(&fx.state(), &["tokens", "add"]);
     assert!(!ok && err.contains("which does not exist"), "{err}");
@@ -152,11 +148,7 @@ fn tokens_add_through_a_dangling_link_is_refused() {
 }
 
 /// Rejects `ca`'s first announcement with `nodes reject`; its id.
-async fn rejected_ca(
-    fx: &Fixture,
-    client: &janus_registration::agent::http::Endpoint,
-    ca: &certs::Minted,
-) -> String {
+async fn rejected_ca(fx: &Fixture, client: &janus_agent::http::Endpoint, ca: &certs::Minted) -> String {
     let (first, _, _) = announce(client, "edge", ca, "").await;
     let (ok, _, err) = admin(&fx.state(), &["nodes", "reject", &first]);
     assert!(ok, "{err}");

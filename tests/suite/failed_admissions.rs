@@ -20,7 +20,7 @@ const TOKEN: &str = "failed-admission-token-0001";
 /// Moves the announcement of every record and claim in `nodes/` an hour
 /// back: as if the fault (or the server's absence) lasted past the window.
 fn an_hour_ago(state: &Path) {
-    let hour_ago = janus_registration::clock::unix_to_rfc3339(janus_registration::clock::now_unix() - 3600);
+    let hour_ago = janus_core::clock::unix_to_rfc3339(janus_core::clock::now_unix() - 3600);
     for entry in fs::read_dir(state.join("nodes")).unwrap().flatten() {
         let path = entry.path();
         let Ok(mut record) = serde_json::from_slice::<serde_json::Value>(&fs::read(&path).unwrap()) else {

@@ -321,7 +321,7 @@ fn a_fleet_directory_holding_the_fleets_keys_is_said_at_start() {
 async fn rejecting_an_admitted_node_says_its_trust_cannot_be_taken_back_and_offers_no_undo() {
     let fx = Fixture::new();
     let token = {
-        janus_registration::store::Store::open(&fx.state()).unwrap();
+        janus_store::Store::open(&fx.state()).unwrap();
         add_token(&fx.state(), &[])
     };
     let server = InProcess::start(fx.config()).await;
@@ -365,7 +365,7 @@ async fn a_mismatched_expected_fingerprint_is_named_as_what_the_admin_gave() {
 #[tokio::test]
 async fn an_admin_named_with_as_is_who_the_audit_trail_credits() {
     let fx = Fixture::new();
-    janus_registration::store::Store::open(&fx.state()).unwrap();
+    janus_store::Store::open(&fx.state()).unwrap();
     let server = InProcess::start(fx.config()).await;
     let client = node_client(&fx, server.addr);
     let ca = certs::mint_node_ca("edge").unwrap();

@@ -10,7 +10,7 @@ use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 use crate::common::*;
-use janus_registration::server;
+use janus_endpoint as server;
 
 /// One request through a fresh router over `fx`'s state; the status and body.
 async fn ask(fx: &Fixture, method: &str, path: &str, body: Vec<u8>) -> (StatusCode, serde_json::Value) {

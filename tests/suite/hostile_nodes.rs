@@ -7,8 +7,8 @@
 use std::time::Duration;
 
 use crate::common::*;
+use janus_endpoint::policy::PolicyConfig;
 use janus_registration::certs::{self, Minted};
-use janus_registration::server::policy::PolicyConfig;
 
 const ESCAPE: char = '\x1b';
 

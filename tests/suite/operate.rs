@@ -8,8 +8,8 @@ use std::time::Duration;
 
 use crate::common::*;
 use base64::Engine;
+use janus_endpoint::policy::PolicyConfig;
 use janus_registration::certs;
-use janus_registration::server::policy::PolicyConfig;
 
 #[tokio::test]
 async fn nodes_list_show_approve_reject_forget_and_history() {
@@ -384,7 +384,7 @@ async fn a_new_bundle_and_a_renewed_certificate_are_served_without_a_restart() {
     // A renewed certificate is used for the next handshakes.
     let leaf_der = || {
         let pem = std::fs::read(fx.cert()).unwrap();
-        janus_registration::pki::first_certificate(&pem, "cert").unwrap().to_vec()
+        janus_core::pki::first_certificate(&pem, "cert").unwrap().to_vec()
     };
     let before = leaf_der();
     assert_eq!(presented_certificate(server.addr).await, before);

@@ -10,7 +10,7 @@ use std::time::Duration;
 use crate::common::*;
 use janus_registration::certs;
 
-async fn announced(client: &janus_registration::agent::http::Endpoint, name: &str) -> String {
+async fn announced(client: &janus_agent::http::Endpoint, name: &str) -> String {
     announce(client, name, &certs::mint_node_ca(name).unwrap(), "").await.0
 }
 
@@ -172,7 +172,7 @@ fn a_second_demo_never_touches_a_running_demos_state() {
     let example = state.join("nodes").join("8f14e45fceea167a5a36dedd4bea2543.json");
     let record: serde_json::Value = serde_json::from_slice(&std::fs::read(&example).unwrap()).unwrap();
     let announced = record["announced_at"].as_str().unwrap();
-    let now = janus_registration::clock::now_rfc3339();
+    let now = janus_core::clock::now_rfc3339();
     assert_eq!(announced[..13], now[..13], "the example is announced when the demo starts");
     let sentinel = state.join("approved").join("0123456789abcdef0123456789abcdef");
     std::fs::write(&sentinel, b"").unwrap();
@@ -237,7 +237,7 @@ async fn the_demo_serves_the_console_and_its_import_commands_work() {
     let admin: std::net::SocketAddr = admin.unwrap();
     let certs_dir = dir.path().join("certs");
     let read = |name: &str| std::fs::read(certs_dir.join(name)).unwrap();
-    let client = janus_registration::admin_api::client::AdminClient::new(
+    let client = janus_admin::api::client::AdminClient::new(
         &format!("https://{admin}"),
         &read("fleet/root.crt"),
         &read("demo-admin.crt"),

@@ -3,13 +3,13 @@
 //! --json` says of each token, to match the audit trail by.
 
 use crate::common::*;
+use janus_core::pki::sha256_hex;
 use janus_registration::certs;
-use janus_registration::pki::sha256_hex;
 
 /// A fixture whose state directory is laid out, as `serve` leaves it.
 fn laid_out() -> Fixture {
     let fx = Fixture::new();
-    janus_registration::store::Store::open(&fx.state()).unwrap();
+    janus_store::Store::open(&fx.state()).unwrap();
     fx
 }
 
@@ -374,7 +374,7 @@ async fn nodes_list_admitted_since_shows_the_nodes_admitted_after_a_time_with_wh
     let (_, _, status) = announce(&client, "web-8", &certs::mint_node_ca("web-8").unwrap(), "").await;
     assert_eq!(status, 201);
     // web-6 was admitted two hours ago, as far as its approval says.
-    let two_hours_ago = janus_registration::clock::now_unix() - 7200;
+    let two_hours_ago = janus_core::clock::now_unix() - 7200;
     let touched = std::process::Command::new("touch")
         .args(["-h", "-d", &format!("@{two_hours_ago}")])
         .arg(fx.state().join("approved").join(&ids[0]))
@@ -391,13 +391,13 @@ async fn nodes_list_admitted_since_shows_the_nodes_admitted_after_a_time_with_wh
     assert_eq!(recent[0]["id"], ids[1].as_str());
     assert_eq!(recent[0]["state"], "admitted");
     let at = recent[0]["admitted_at"].as_str().expect("admitted_at");
-    assert!(janus_registration::clock::rfc3339_millis(at).is_some(), "RFC 3339: {at}");
-    let three_hours_ago = janus_registration::clock::unix_to_rfc3339(two_hours_ago - 3600);
+    assert!(janus_core::clock::rfc3339_millis(at).is_some(), "RFC 3339: {at}");
+    let three_hours_ago = janus_core::clock::unix_to_rfc3339(two_hours_ago - 3600);
     let both = listed(&three_hours_ago);
     assert_eq!(both.len(), 2, "an RFC 3339 time: {both:?}");
     assert_eq!(
         both.iter().find(|n| n["id"] == ids[0].as_str()).unwrap()["admitted_at"],
-        janus_registration::clock::unix_to_rfc3339(two_hours_ago)
+        janus_core::clock::unix_to_rfc3339(two_hours_ago)
     );
     let (ok, _, err) = admin(&fx.state(), &["nodes", "list", "--admitted-since", "yesterday"]);
     assert!(!ok);
@@ -438,7 +438,7 @@ fn runs(out: &std::path::Path) -> Vec<serde_json::Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_admitted_runs_once_per_admission_on_one_replica_with_the_node() {
-    use janus_registration::server::on_admitted::OnAdmittedConfig;
+    use janus_endpoint::on_admitted::OnAdmittedConfig;
     let fx = laid_out();
     let out = fx.dir.path().join("runs");
     let mut config = fx.config();
@@ -487,7 +487,7 @@ async fn on_admitted_runs_once_per_admission_on_one_replica_with_the_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_on_admitted_program_is_killed_and_the_node_stays_admitted() {
-    use janus_registration::server::on_admitted::OnAdmittedConfig;
+    use janus_endpoint::on_admitted::OnAdmittedConfig;
     let fx = laid_out();
     let out = fx.dir.path().join("runs");
     let mut config = fx.config();
@@ -520,7 +520,7 @@ async fn a_hanging_on_admitted_program_is_killed_and_the_node_stays_admitted() {
 /// (the claim is named by the event but for its time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_repeated_admission_runs_the_program_once() {
-    use janus_registration::server::on_admitted::OnAdmittedConfig;
+    use janus_endpoint::on_admitted::OnAdmittedConfig;
     let fx = laid_out();
     let out = fx.dir.path().join("runs");
     let mut config = fx.config();
@@ -548,7 +548,7 @@ async fn a_crash_repeated_admission_runs_the_program_once() {
         text.push_str(&format!("{again}\n"));
         std::fs::write(&file, text).unwrap();
     };
-    repeat(&janus_registration::clock::now_rfc3339());
+    repeat(&janus_core::clock::now_rfc3339());
     // Another admission after it: once it has run, the repeat was looked at.
     let second = add_token(&fx.state(), &[]);
     announce(&client, "web-31", &certs::mint_node_ca("web-31").unwrap(), &second).await;
@@ -557,7 +557,7 @@ async fn a_crash_repeated_admission_runs_the_program_once() {
     // A restarted server follows from the trail's end: a repeat after it
     // finds the first run's claim.
     let server = InProcess::start(config).await;
-    repeat(&janus_registration::clock::now_rfc3339());
+    repeat(&janus_core::clock::now_rfc3339());
     let third = add_token(&fx.state(), &[]);
     let client = node_client(&fx, server.addr);
     announce(&client, "web-32", &certs::mint_node_ca("web-32").unwrap(), &third).await;

@@ -5,8 +5,8 @@
 
 use std::net::SocketAddr;
 
+use janus_endpoint::proxy::Trusted;
 use janus_registration::certs;
-use janus_registration::server::proxy::Trusted;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 use crate::common::*;

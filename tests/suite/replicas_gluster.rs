@@ -260,15 +260,11 @@ fn tokens_added_through_one_mount_keep_their_metadata_while_a_replica_on_the_oth
     let brick = PathBuf::from(std::env::var("JANUS_GLUSTER_BRICK").expect("JANUS_GLUSTER_BRICK")).join(&name);
     for state in [&brick, &state_two, &state_one] {
         let kept = || {
-            let meta: serde_json::Value =
-                janus_registration::durable::read_fresh(&state.join("tokens.meta.json"))
-                    .ok()
-                    .and_then(|bytes| serde_json::from_slice(&bytes).ok())
-                    .unwrap_or_default();
-            added
-                .iter()
-                .filter(|t| meta[janus_registration::pki::sha256_hex(t.as_bytes())]["uses"] == 2)
-                .count()
+            let meta: serde_json::Value = janus_core::durable::read_fresh(&state.join("tokens.meta.json"))
+                .ok()
+                .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+                .unwrap_or_default();
+            added.iter().filter(|t| meta[janus_core::pki::sha256_hex(t.as_bytes())]["uses"] == 2).count()
         };
         let started = std::time::Instant::now();
         wait_for(Duration::from_secs(10), || kept() == added.len());
@@ -286,11 +282,7 @@ fn tokens_added_through_one_mount_keep_their_metadata_while_a_replica_on_the_oth
 }
 
 /// The answer's status and how long it took, a new connection each time as a node makes.
-async fn timed_get(
-    client: &janus_registration::agent::http::Endpoint,
-    path: &str,
-    bearer: Option<&str>,
-) -> (u16, f64) {
+async fn timed_get(client: &janus_agent::http::Endpoint, path: &str, bearer: Option<&str>) -> (u16, f64) {
     let started = Instant::now();
     let status = get(client, path, bearer).await.status;
     (status, started.elapsed().as_secs_f64() * 1000.0)

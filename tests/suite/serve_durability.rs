@@ -172,7 +172,7 @@ async fn a_client_that_sends_nothing_is_cut_off() {
     assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "not closed: {closed:?}");
 
     // After the handshake, with no request.
-    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
+    let config = std::sync::Arc::new(janus_core::tls::insecure_client_config());
     let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
     let mut tls = tokio_rustls::TlsConnector::from(config.clone()).connect(name.clone(), tcp).await.unwrap();
@@ -196,7 +196,7 @@ async fn a_client_that_sends_nothing_is_cut_off() {
 async fn connections_beyond_the_cap_are_refused_and_the_slot_comes_back() {
     use tokio::io::AsyncReadExt;
     let fx = Fixture::new();
-    let config = janus_registration::server::ServeConfig { max_connections: 2, ..fx.config() };
+    let config = janus_endpoint::ServeConfig { max_connections: 2, ..fx.config() };
     let server = InProcess::start(config).await;
     let _held: Vec<_> = futures_connect(server.addr, 2).await;
     // The third is closed at once, without a handshake.
@@ -208,11 +208,7 @@ async fn connections_beyond_the_cap_are_refused_and_the_slot_comes_back() {
     let client = node_client(&fx, server.addr);
     let mut ok = false;
     for _ in 0..100 {
-        let request = janus_registration::agent::http::Request {
-            method: "GET",
-            path: "/healthz",
-            ..Default::default()
-        };
+        let request = janus_agent::http::Request { method: "GET", path: "/healthz", ..Default::default() };
         if let Ok((answer, _)) = client.send(&request).await
             && answer.status == 200
         {
@@ -230,7 +226,7 @@ async fn futures_connect(
     addr: std::net::SocketAddr,
     n: usize,
 ) -> Vec<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
-    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
+    let config = std::sync::Arc::new(janus_core::tls::insecure_client_config());
     let mut out = Vec::new();
     for _ in 0..n {
         let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();

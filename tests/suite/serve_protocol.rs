@@ -2,8 +2,8 @@
 
 use crate::common::*;
 use base64::Engine;
+use janus_core::pki;
 use janus_registration::certs;
-use janus_registration::pki;
 
 #[tokio::test]
 async fn a_known_token_admits_at_once_and_only_once() {
@@ -121,7 +121,7 @@ async fn polls_without_the_right_secret_or_id_are_404() {
 
     assert_eq!(get(&client, &path, None).await.status, 404, "no secret");
     assert_eq!(get(&client, &path, Some(&new_secret())).await.status, 404, "wrong secret");
-    let basic = janus_registration::agent::http::Request {
+    let basic = janus_agent::http::Request {
         method: "GET",
         path: &path,
         headers: vec![("Authorization", format!("Basic {secret}"))],
@@ -153,8 +153,7 @@ async fn other_paths_and_methods_are_never_409_nor_redirects() {
         ("POST", "/register/0123456789abcdef0123456789abcdef", 405),
         ("GET", "/nodes", 404),
     ] {
-        let request =
-            janus_registration::agent::http::Request { method, path, headers: vec![], body: Some(b"{}") };
+        let request = janus_agent::http::Request { method, path, headers: vec![], body: Some(b"{}") };
         let answer = client.send(&request).await.unwrap().0;
         assert_eq!(answer.status, expected, "{method} {path}: {}", answer.text());
         assert!(json(&answer)["error"].is_string(), "{method} {path}: a JSON error: {}", answer.text());
@@ -169,7 +168,7 @@ async fn answers_close_the_connection() {
     let server = InProcess::start(fx.config()).await;
     let mut roots = rustls::RootCertStore::empty();
     roots.add(pki::first_certificate(fx.fleet.root.cert_pem.as_bytes(), "root").unwrap()).unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(janus_registration::tls::provider())
+    let config = rustls::ClientConfig::builder_with_provider(janus_core::tls::provider())
         .with_safe_default_protocol_versions()
         .unwrap()
         .with_root_certificates(roots)
@@ -195,14 +194,14 @@ async fn answers_close_the_connection() {
 async fn any_sni_or_none_gets_a_certificate_over_tls_1_2_and_1_3() {
     let fx = Fixture::new();
     let server = InProcess::start(fx.config()).await;
-    let provider = janus_registration::tls::provider();
+    let provider = janus_core::tls::provider();
     for version in [&rustls::version::TLS12, &rustls::version::TLS13] {
         for sni in ["controller.fleet.janus", "unknown.example", "127.0.0.1"] {
             let config = rustls::ClientConfig::builder_with_provider(provider.clone())
                 .with_protocol_versions(&[version])
                 .unwrap()
                 .dangerous()
-                .with_custom_certificate_verifier(janus_registration::tls::accept_any_certificate())
+                .with_custom_certificate_verifier(janus_core::tls::accept_any_certificate())
                 .with_no_client_auth();
             let tcp = tokio::net::TcpStream::connect(server.addr).await.unwrap();
             let name = rustls::pki_types::ServerName::try_from(sni).unwrap();
@@ -213,12 +212,8 @@ async fn any_sni_or_none_gets_a_certificate_over_tls_1_2_and_1_3() {
     }
     // In certificate mode a node checks the address's host: no fleet name needed.
     let root = fx.fleet.root.cert_pem.as_bytes();
-    let by_name = janus_registration::agent::http::Endpoint::new(
-        &format!("localhost:{}", server.addr.port()),
-        b"",
-        root,
-    )
-    .unwrap();
+    let by_name =
+        janus_agent::http::Endpoint::new(&format!("localhost:{}", server.addr.port()), b"", root).unwrap();
     assert_eq!(get(&by_name, "/healthz", None).await.status, 200);
     server.stop().await;
 }

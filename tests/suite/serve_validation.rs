@@ -81,7 +81,7 @@ async fn a_chunked_body_over_64_kib_is_a_413_too() {
 async fn post_chunked(addr: &str, body: &[u8]) -> u16 {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
-    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
+    let config = std::sync::Arc::new(janus_core::tls::insecure_client_config());
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
     let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
     let mut bytes = b"POST /register HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n".to_vec();

@@ -70,7 +70,7 @@ async fn a_hung_state_file_stalls_no_worker_and_healthz_says_so() {
 /// needs before it is said take no time at all.
 #[tokio::test(start_paused = true)]
 async fn a_stalled_health_check_is_said_after_its_time_in_virtual_time() {
-    use janus_registration::store::{AsyncStore, HEALTH_STALL, Store};
+    use janus_store::{AsyncStore, HEALTH_STALL, Store};
     let fx = Fixture::new();
     fx.write_tokens("");
     let store = AsyncStore::new(Store::open(&fx.state()).unwrap());
@@ -97,7 +97,7 @@ async fn a_stalled_health_check_is_said_after_its_time_in_virtual_time() {
 /// for good, every later `/healthz` a 503.
 #[tokio::test(start_paused = true)]
 async fn a_probe_that_gives_up_on_a_check_does_not_leave_it_running_for_good() {
-    use janus_registration::store::{AsyncStore, HEALTH_STALL, Store};
+    use janus_store::{AsyncStore, HEALTH_STALL, Store};
     let fx = Fixture::new();
     fx.write_tokens("");
     let store = AsyncStore::new(Store::open(&fx.state()).unwrap());

@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use crate::common::*;
 use janus_registration::certs::{self, Minted};
-use janus_registration::store::ledger::{LEDGER_DIR, Ledger};
-use janus_registration::store::{NodeId, NodeRecord, Store};
+use janus_store::ledger::{LEDGER_DIR, Ledger};
+use janus_store::{NodeId, NodeRecord, Store};
 
 /// Every use in the ledger belongs to a whole admission, and every token
 /// admission holds a use: the all-or-nothing invariant. Returns the number
@@ -61,11 +61,7 @@ fn node_cas(n: usize) -> Vec<Minted> {
 }
 
 /// Announces `tokens[i]` with `cas[i]`, all at once; the ids answered admitted.
-async fn burst(
-    client: &janus_registration::agent::http::Endpoint,
-    tokens: &[String],
-    cas: &[Minted],
-) -> Vec<String> {
+async fn burst(client: &janus_agent::http::Endpoint, tokens: &[String], cas: &[Minted]) -> Vec<String> {
     let tasks: Vec<_> = tokens
         .iter()
         .zip(cas)
@@ -294,12 +290,10 @@ fn cut_short_admission(fx: &Fixture, token: &str, ca: &Minted, form: CutShort, a
         ca_cert_pem: ca.cert_pem.clone(),
         admitted: false,
         poll_secret_sha256: "0".repeat(64),
-        ca_sha256: Some(janus_registration::pki::sha256_hex(
-            &janus_registration::pki::first_certificate(ca.cert_pem.as_bytes(), "ca").unwrap(),
+        ca_sha256: Some(janus_core::pki::sha256_hex(
+            &janus_core::pki::first_certificate(ca.cert_pem.as_bytes(), "ca").unwrap(),
         )),
-        announced_at: Some(janus_registration::clock::unix_to_rfc3339(
-            janus_registration::clock::now_unix() - age,
-        )),
+        announced_at: Some(janus_core::clock::unix_to_rfc3339(janus_core::clock::now_unix() - age)),
         peer_address: None,
         admitted_by: None,
         token_claim: Some(mac.as_str().into()),
@@ -313,7 +307,7 @@ fn cut_short_admission(fx: &Fixture, token: &str, ca: &Minted, form: CutShort, a
         CutShort::EarlierRecord => fx.state().join("nodes").join(format!("{id}.json")),
     };
     let json = serde_json::to_vec_pretty(&record).unwrap();
-    janus_registration::durable::write_new(&held, &json, 0o600).unwrap();
+    janus_core::durable::write_new(&held, &json, 0o600).unwrap();
     // (An earlier version's record is indexed by the migration to format 2.)
     assert!(ledger.claim(&mac, 1, &held, record.ca_sha256.as_deref()).unwrap());
     assert!(whole_admissions(&fx.state()).is_err());
@@ -380,7 +374,7 @@ async fn a_claim_file_left_after_its_admission_finished_is_removed() {
     // Killed after the approval, before the claim file's removal.
     let id = cut_short_admission(&fx, "left-over-0001-long", &ca, CutShort::ClaimFile, 60);
     let store = Store::open(&fx.state()).unwrap();
-    store.admit(janus_registration::store::Admitted::by_token(id.clone(), None)).unwrap();
+    store.admit(janus_store::Admitted::by_token(id.clone(), None)).unwrap();
     let server = InProcess::start(fx.config()).await;
     let claim = claim_file(&fx.state(), &id);
     let gone = eventually(|| async { !claim.exists() }, |gone| *gone).await;
@@ -401,7 +395,7 @@ fn a_sweep_while_an_admission_is_under_way_leaves_its_token_listed() {
     assert!(fx.tokens().contains("under-way-0001-long"), "blanked while its admission could still fail");
     // Had it failed, the use would come back and the token admit again:
     // still listed, it can. It finishes instead: the next sweep blanks it.
-    store.admit(janus_registration::store::Admitted::by_token(id.clone(), None)).unwrap();
+    store.admit(janus_store::Admitted::by_token(id.clone(), None)).unwrap();
     store.sweep_tokens().unwrap();
     assert!(!fx.tokens().contains("under-way-0001-long"), "spent for good, still listed");
 }
@@ -492,7 +486,7 @@ async fn a_planted_link_is_never_written_through() {
     let victim = fx.dir.path().join("victim");
     fs::write(&victim, b"precious\n").unwrap();
     // This process's own audit file, as the server in it writes it.
-    let audit_file = janus_registration::store::audit::Audit::for_server(&fx.state()).path().to_path_buf();
+    let audit_file = janus_store::audit::Audit::for_server(&fx.state()).path().to_path_buf();
     std::os::unix::fs::symlink(&victim, &audit_file).unwrap();
     let ca = certs::mint_node_ca("edge").unwrap();
     let answer = post(&client, &announcement("edge", &ca, "planted-0001-long", &new_secret())).await;

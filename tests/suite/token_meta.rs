@@ -10,13 +10,13 @@ use std::time::Duration;
 
 use crate::common::*;
 use janus_registration::certs::{self, Minted};
-use janus_registration::store::tokens::META_FILE;
+use janus_store::tokens::META_FILE;
 
 fn meta(state: &std::path::Path) -> serde_json::Value {
     serde_json::from_slice(&fs::read(state.join(META_FILE)).unwrap_or_default()).unwrap_or_default()
 }
 
-async fn admitted(client: &janus_registration::agent::http::Endpoint, ca: &Minted, token: &str) -> u16 {
+async fn admitted(client: &janus_agent::http::Endpoint, ca: &Minted, token: &str) -> u16 {
     let answer = post(client, &announcement("edge", ca, token, &new_secret())).await;
     if answer.status == 201 && json(&answer)["admitted"] == true { 200 } else { answer.status }
 }
@@ -72,7 +72,7 @@ fn tokens_added_while_the_sweep_runs_keep_their_metadata() {
     wait_passes(&server, 3);
     let meta = meta(&fx.state());
     for token in &added {
-        let hash = janus_registration::pki::sha256_hex(token.as_bytes());
+        let hash = janus_core::pki::sha256_hex(token.as_bytes());
         assert_eq!(meta[&hash]["uses"], 2, "{token}'s metadata was kept");
     }
 }
@@ -141,7 +141,7 @@ fn token_expired_is_audited_once_when_the_list_cannot_be_changed() {
     let meta_path = fx.state().join("tokens.meta.json");
     let mut meta: serde_json::Value = serde_json::from_slice(&fs::read(&meta_path).unwrap()).unwrap();
     for entry in meta.as_object_mut().unwrap().values_mut() {
-        entry["expires_at"] = serde_json::json!(janus_registration::clock::now_unix() - 60);
+        entry["expires_at"] = serde_json::json!(janus_core::clock::now_unix() - 60);
     }
     fs::write(&meta_path, serde_json::to_vec(&meta).unwrap()).unwrap();
     let server = fast_maintenance(&fx);
@@ -235,7 +235,7 @@ async fn both_metadata_files_removed_behind_a_running_server_refuse_what_they_go
     let mut book = meta(&fx.state());
     for entry in book.as_object_mut().unwrap().values_mut() {
         if entry.get("expires_at").is_some() {
-            entry["expires_at"] = (janus_registration::clock::now_unix() - 60).into();
+            entry["expires_at"] = (janus_core::clock::now_unix() - 60).into();
         }
     }
     let edited = serde_json::to_vec(&book).unwrap();

@@ -8,9 +8,9 @@ use std::path::Path;
 use std::process::Command;
 
 use crate::common::*;
+use janus_core::pki::sha256_hex;
 use janus_registration::certs::{self, Minted};
-use janus_registration::pki::sha256_hex;
-use janus_registration::store::format;
+use janus_store::format;
 
 /// A node as an older version stored it: its CA, id and poll secret.
 struct OldNode {
@@ -48,13 +48,13 @@ fn write(path: &Path, text: &str) {
 }
 
 /// Whether the answer to announcing `ca` with `token` admitted it.
-async fn admits(client: &janus_registration::agent::http::Endpoint, ca: &Minted, token: &str) -> bool {
+async fn admits(client: &janus_agent::http::Endpoint, ca: &Minted, token: &str) -> bool {
     let answer = post(client, &announcement("new", ca, token, &new_secret())).await;
     assert_eq!(answer.status, 201, "{}", answer.text());
     json(&answer)["admitted"] == true
 }
 
-async fn poll_status(client: &janus_registration::agent::http::Endpoint, node: &OldNode) -> u16 {
+async fn poll_status(client: &janus_agent::http::Endpoint, node: &OldNode) -> u16 {
     get(client, &format!("/register/{}", node.id), Some(&node.secret)).await.status
 }
 
@@ -199,8 +199,7 @@ async fn a_newer_format_appearing_under_a_running_server_stops_admissions() {
     // read the file empty in between and refuse for that (fail closed) before it
     // reads the 3, so wait for the reason, not the first 503.
     write(&fx.state().join(format::FILE), "3\n");
-    let names_format_3 =
-        |a: &janus_registration::agent::http::Answer| a.status == 503 && a.text().contains("format 3");
+    let names_format_3 = |a: &janus_agent::http::Answer| a.status == 503 && a.text().contains("format 3");
     let health = eventually(|| get(&client, "/healthz", None), names_format_3).await;
     assert_eq!(health.status, 503, "within a maintenance pass");
     assert!(json(&health)["reason"].as_str().unwrap().contains("format 3"), "{}", health.text());

@@ -36,10 +36,10 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 
 use crate::common::*;
-use janus_registration::agent::http::Request;
+use janus_agent::http::Request;
+use janus_core::clock::now_unix;
 use janus_registration::certs::{self, Minted};
-use janus_registration::clock::now_unix;
-use janus_registration::store::tokens::{META_FILE, META_GOOD_FILE};
+use janus_store::tokens::{META_FILE, META_GOOD_FILE};
 
 /// The most of its disk a schedule's state took, at its end (the filler gone).
 static LARGEST_STATE: AtomicU64 = AtomicU64::new(0);
@@ -640,7 +640,7 @@ fn meta_by_hand(world: &Arc<World>, aside: bool) {
     };
     let path = world.state().join(META_FILE);
     let mut away = world.meta_away.lock().unwrap();
-    let at = janus_registration::clock::now_rfc3339();
+    let at = janus_core::clock::now_rfc3339();
     let size = fs::metadata(&path).map(|m| m.len()).ok();
     world.log(Event::Hand {
         what: format!("meta: away={:?} size now {size:?}", away.as_ref().map(|a| a.1)),
@@ -689,7 +689,7 @@ fn both_metadata_files_away(world: &Arc<World>) {
         let _ = fs::remove_file(&good);
         world.log(Event::Hand {
             what: "the metadata's good copy removed".into(),
-            at: janus_registration::clock::now_rfc3339(),
+            at: janus_core::clock::now_rfc3339(),
         });
     }
     // Moves the file aside (its good copy gone too), or puts both back.
@@ -700,7 +700,7 @@ fn both_metadata_files_away(world: &Arc<World>) {
 fn tokens_backup(world: &Arc<World>, rng: &mut StdRng) {
     let path = world.state().join("tokens");
     let mut backup = world.tokens_backup.lock().unwrap();
-    let at = janus_registration::clock::now_rfc3339();
+    let at = janus_core::clock::now_rfc3339();
     world.log(Event::Hand { what: format!("tokens backup held: {}", backup.is_some()), at });
     match backup.take() {
         Some(bytes) if rng.random_bool(0.7) => {

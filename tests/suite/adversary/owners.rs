@@ -99,7 +99,7 @@ pub(super) fn plant_link(world: &Arc<World>, rng: &mut StdRng) {
     let target = if rng.random_bool(0.5) { canary(&world.fx) } else { nowhere(&world.fx, links.len()) };
     // `symlink` fails when the name is taken: only where nothing is.
     if std::os::unix::fs::symlink(&target, &path).is_ok() {
-        let at = janus_registration::clock::now_rfc3339();
+        let at = janus_core::clock::now_rfc3339();
         world.log(Event::Hand { what: format!("link {} -> {}", path.display(), target.display()), at });
         links.push(path);
         LINKS_PLANTED.fetch_add(1, Ordering::Relaxed);
@@ -171,7 +171,7 @@ pub(super) async fn deny_writes(world: &Arc<World>, rng: &mut StdRng) {
 }
 
 fn ledger_dir() -> &'static str {
-    janus_registration::store::ledger::LEDGER_DIR
+    janus_store::ledger::LEDGER_DIR
 }
 
 /// Asks `/healthz` every 300 ms until it answers something other than 200,

@@ -11,8 +11,8 @@
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use janus_registration::admin_api::Scope;
-use janus_registration::admin_api::client::AdminClient;
+use janus_admin::api::Scope;
+use janus_admin::api::client::AdminClient;
 use secrecy::ExposeSecret;
 use tokio::io::AsyncWriteExt;
 
@@ -64,7 +64,7 @@ pub(super) fn prepare(fx: &Fixture) -> Surfaces {
     );
     fs::write(hook(fx), script).unwrap();
     fs::set_permissions(hook(fx), fs::Permissions::from_mode(0o755)).unwrap();
-    let now = janus_registration::clock::now_utc();
+    let now = janus_core::clock::now_utc();
     let scopes: Vec<Vec<Scope>> = vec![
         Scope::ALL.to_vec(),
         vec![Scope::Tokens],
@@ -149,7 +149,7 @@ async fn call(
     method: &'static str,
     path: String,
     body: Option<serde_json::Value>,
-) -> Option<(Vec<Scope>, janus_registration::admin_api::client::Reply)> {
+) -> Option<(Vec<Scope>, janus_admin::api::client::Reply)> {
     let surfaces = world.surfaces.as_ref()?;
     let (scopes, credential) = surfaces.credentials[rng.random_range(0..surfaces.credentials.len())].clone();
     let (admin, server, epoch) = admin_of(world, rng)?;
@@ -231,7 +231,7 @@ pub(super) async fn revoke(world: &Arc<World>, rng: &mut StdRng) {
         }
         tokens[rng.random_range(0..tokens.len())].token.clone()
     };
-    let prefix = janus_registration::pki::sha256_hex(token.as_bytes())[..12].to_string();
+    let prefix = janus_core::pki::sha256_hex(token.as_bytes())[..12].to_string();
     let Some((scopes, reply)) = call(world, rng, "DELETE", format!("/v1/tokens/{prefix}"), None).await else {
         // No answer: it may have been revoked.
         world.log(Event::RevokeTried { token });
@@ -420,7 +420,7 @@ pub(super) fn check_hook(world: &World) -> Vec<String> {
             fields.remove("node");
             fields.remove("node_unreadable");
         }
-        let key = janus_registration::store::follow::identity(&given);
+        let key = janus_store::follow::identity(&given);
         counts.entry(key).or_insert((id, 0)).1 += 1;
     }
     HOOK_RUNS.fetch_add(counts.values().map(|(_, n)| *n as u64).sum(), Ordering::Relaxed);

@@ -10,10 +10,10 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use janus_registration::agent::http::{Answer, Endpoint, Request};
+use janus_agent::http::{Answer, Endpoint, Request};
+use janus_core::protocol::AnnounceRequest;
+use janus_endpoint::{self as server, ServeConfig};
 use janus_registration::certs::{self, FleetMaterial, Minted};
-use janus_registration::protocol::AnnounceRequest;
-use janus_registration::server::{self, ServeConfig};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_janus-registration");
 
@@ -235,7 +235,7 @@ pub fn announcement(name: &str, ca: &Minted, token: &str, secret: &str) -> Vec<u
 }
 
 pub fn new_secret() -> String {
-    janus_registration::pki::hex(&rand::random::<[u8; 32]>())
+    janus_core::pki::hex(&rand::random::<[u8; 32]>())
 }
 
 pub async fn post(client: &Endpoint, body: &[u8]) -> Answer {
@@ -332,7 +332,7 @@ pub fn records(state: &Path) -> Vec<serde_json::Value> {
         }
         // A fresh open, ESTALE retried (a network filesystem); a record
         // forgotten or replaced between the listing and the read is skipped.
-        let bytes = match janus_registration::durable::read_fresh(&entry.path()) {
+        let bytes = match janus_core::durable::read_fresh(&entry.path()) {
             Ok(bytes) => bytes,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => continue,
             Err(e) => panic!("{name}: {e}"),
@@ -362,11 +362,10 @@ impl FakeEndpoint {
         let post = Arc::new(Mutex::new((500, "{}".to_string())));
         let get = Arc::new(Mutex::new((202, String::new())));
         let posts = Arc::new(Mutex::new(Vec::new()));
-        let provider = janus_registration::tls::provider();
-        let identity =
-            janus_registration::pki::ServedIdentity::load(&fx.cert(), &fx.key(), &provider).unwrap();
-        let cert = Arc::new(janus_registration::tls::CurrentCert::new(identity.certified));
-        let tls = janus_registration::tls::server_config(cert).unwrap();
+        let provider = janus_core::tls::provider();
+        let identity = janus_core::pki::ServedIdentity::load(&fx.cert(), &fx.key(), &provider).unwrap();
+        let cert = Arc::new(janus_core::tls::CurrentCert::new(identity.certified));
+        let tls = janus_core::tls::server_config(cert).unwrap();
         let shared: Shared = (post.clone(), get.clone(), posts.clone());
         let app = axum::Router::new()
             .fallback(|State(s): State<Shared>, method: Method, body: String| async move {
@@ -419,8 +418,8 @@ pub fn provision_node(dir: &Path, addr: SocketAddr, fleet_root: &str, ca: &str, 
 }
 
 /// An agent for `dir` with timings short enough for tests.
-pub fn agent_config(dir: &Path) -> (janus_registration::agent::AgentConfig, Arc<Mutex<Vec<String>>>) {
-    use janus_registration::agent::{AgentConfig, Console, Timings};
+pub fn agent_config(dir: &Path) -> (janus_agent::AgentConfig, Arc<Mutex<Vec<String>>>) {
+    use janus_agent::{AgentConfig, Console, Timings};
     let lines = Arc::new(Mutex::new(Vec::new()));
     let config = AgentConfig {
         dir: dir.to_path_buf(),
@@ -519,14 +518,14 @@ pub fn audit_trail(state: &Path) -> String {
     files.insert(0, state.join("audit.jsonl"));
     files
         .iter()
-        .filter_map(|f| janus_registration::durable::read_fresh(f).ok())
+        .filter_map(|f| janus_core::durable::read_fresh(f).ok())
         .map(|bytes| String::from_utf8_lossy(&bytes).into_owned())
         .collect()
 }
 
 /// The leaf certificate the endpoint presents in a fresh handshake (DER).
 pub async fn presented_certificate(addr: std::net::SocketAddr) -> Vec<u8> {
-    let config = std::sync::Arc::new(janus_registration::tls::insecure_client_config());
+    let config = std::sync::Arc::new(janus_core::tls::insecure_client_config());
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
     let tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.unwrap();
@@ -594,9 +593,9 @@ pub async fn announce_over(
 ) -> Option<(u16, String)> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut roots = rustls::RootCertStore::empty();
-    let root = janus_registration::pki::first_certificate(fx.fleet.root.cert_pem.as_bytes(), "root").ok()?;
+    let root = janus_core::pki::first_certificate(fx.fleet.root.cert_pem.as_bytes(), "root").ok()?;
     roots.add(root.to_vec().into()).ok()?;
-    let config = Arc::new(janus_registration::tls::client_config(roots).ok()?);
+    let config = Arc::new(janus_core::tls::client_config(roots).ok()?);
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").ok()?;
     let mut tls = tokio_rustls::TlsConnector::from(config).connect(name, tcp).await.ok()?;
     let head = format!(
