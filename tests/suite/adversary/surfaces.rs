@@ -198,7 +198,7 @@ pub(super) async fn add_token(world: &Arc<World>, rng: &mut StdRng) {
     let (uses, expiring) = (rng.random_range(1..=3u32), rng.random_bool(0.3));
     let mut body = serde_json::json!({ "uses": uses });
     if expiring {
-        body["expires_in"] = "1s".into();
+        body["expires_in_seconds"] = 1.into();
     }
     // An admin's hand edit of the metadata and an API edit do not overlap
     // in the model: the edit holds the hands, as the CLI's add does (an
