@@ -8,10 +8,10 @@
 //! to the admin CA (`--admin-ca`, refused at startup when it is the
 //! fleet's root or issuing CA: a certificate the fleet signed gives no
 //! admin power), checked by the handshake; each request is allowed only
-//! what the credential's scopes say ([`credential`]); every change goes
-//! through the admin commands' own code on the state directory (the files
-//! stay the source of truth, a server on any replica sees it), audited
-//! with the credential's name. Bounded as the nodes' port is: 64
+//! what the credential's scopes say ([`crate::credential`]); every change
+//! goes through the admin model's functions on the state directory (the
+//! files stay the source of truth, a server on any replica sees it),
+//! audited as `api (<name>)` or `console (<name>)`. Bounded as the nodes' port is: 64
 //! connections, 32 from one source and 48 from one network; a full table
 //! evicts the oldest connection that has sent no request, silent ones (no
 //! byte yet) first, and a source or network at its cap sheds its own

@@ -2,7 +2,7 @@
 //! --client-cert FILE --client-key FILE --server-ca FILE`, as `puppetserver
 //! ca` and `tctl` use theirs, and what the tests drive the API with: one
 //! typed method per route, over the same types the server takes and
-//! answers ([`super::wire`]); a refusal comes back as its [`Problem`],
+//! answers ([`super::wire`]); a refusal comes back as its [`super::Problem`],
 //! code included.
 //!
 //! Invariants: the server is checked as nodes check it in fleet mode (its

@@ -104,7 +104,7 @@ fn build() -> Routes {
         .route(Method::GET, "/console/assets/{file}", Needs::Credential, get(serve::asset))
 }
 
-/// Every console route's method, path and what it needs, as [`routes`]
+/// Every console route's method, path and what it needs, as `routes`
 /// serves them: what the tests walk (every form refuses a post without
 /// its token; every route a credential without its scope).
 pub fn table() -> Vec<(Method, &'static str, Needs)> {
