@@ -2,7 +2,7 @@
 //! (JSON, every field, the CA's PEM): never a panic; a refusal never names
 //! the field that makes janusd send its admin key.
 #![no_main]
-use janus_registration::protocol::Announcement;
+use janus_core::protocol::Announcement;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|body: &[u8]| {

@@ -2,7 +2,7 @@
 //! it), rendered as `nodes history` and `audit` show it: never a panic, and
 //! nothing that can repaint a terminal or forge a line reaches it raw.
 #![no_main]
-use janus_registration::admin::event_line;
+use janus_registration::admin_cli::event_line;
 use libfuzzer_sys::fuzz_target;
 
 /// The characters that must never reach a terminal raw: written out here

@@ -2,7 +2,7 @@
 //! record's `"id"` reads it: accepted only as 32 lowercase hex digits (safe
 //! as a file name), the same by both ways in, never a panic.
 #![no_main]
-use janus_registration::store::NodeId;
+use janus_store::NodeId;
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {

@@ -4,7 +4,7 @@
 #![no_main]
 use std::collections::BTreeMap;
 
-use janus_registration::store::tokens::{TokenMeta, is_separator, parse};
+use janus_store::tokens::{TokenMeta, is_separator, parse};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {
