@@ -16,7 +16,8 @@ COPY src ./src
 COPY crates ./crates
 COPY state-example ./state-example
 # The dist profile: fat LTO, one codegen unit (Cargo.toml; docs/performance.md).
-RUN cargo build --profile dist --locked
+# Only the product: the load generator (crates/bench) is a tool, not shipped.
+RUN cargo build --profile dist --locked -p janus-registration
 # The state directory, owned by the runtime's user: Docker seeds a fresh named
 # volume from the image's directory, so the volume is writable by 65532 too.
 RUN mkdir -p /out/state && chmod 0700 /out/state

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark behind scripts/bench.sh (Python's standard library only).
 
-Drives each server with `janus-registration agent swarm`: simulated nodes that
+Drives each server with `janus-swarm` (the load generator, built beside the binary): simulated nodes that
 behave as janusd does on the wire (a new TLS connection per request, full
 handshakes, fleet-mode checks). Client and server share this machine.
 """
@@ -67,6 +67,8 @@ class Bench:
     def __init__(self, args):
         self.args = args
         self.bin = os.path.abspath(args.bin)
+        # The load generator is a tool beside the product (crates/bench), built with it.
+        self.swarm_bin = os.path.join(os.path.dirname(self.bin), "janus-swarm")
         self.work = tempfile.mkdtemp(prefix="janus-bench-")
         self.run([self.bin, "certs", "fleet", "--out", self.path("fleet"), "--name", "Bench fleet"])
         self.run([self.bin, "certs", "controller", "--fleet", self.path("fleet"), "--out", self.path("controller"),
@@ -133,7 +135,7 @@ class Bench:
     def swarm(self, server, nodes, polls, concurrency, extra=()):
         out = self.path(f"swarm-{time.monotonic_ns()}.json")
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        self.run([self.bin, "agent", "swarm", "--addr", server.addr, "--fleet-root", self.root,
+        self.run([self.swarm_bin, "--addr", server.addr, "--fleet-root", self.root,
                   "--nodes", str(nodes), "--polls", str(polls), "--concurrency", str(concurrency),
                   "--server-pid", str(server.pid), "--json", out, *extra])
         after = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # The dist profile (fat LTO), as the container image builds it.
-cargo build --profile dist --locked --quiet
+cargo build --profile dist --locked --quiet -p janus-registration -p janus-bench
 python3 scripts/bench.py --bin target/dist/janus-registration "$@"
 reference=
 while [ $# -gt 0 ]; do

@@ -44,6 +44,13 @@ if [ ! -x "$bin" ]; then
   cargo build --release --locked >/dev/null 2>&1
 fi
 bin="$(realpath "$bin")"
+# The load generator, built beside the binary (crates/bench: not in the product).
+swarm="${JANUS_GLUSTER_SWARM:-$(dirname "$bin")/janus-swarm}"
+if [ ! -x "$swarm" ]; then
+  say "building janus-swarm"
+  cargo build --release --locked -p janus-bench >/dev/null 2>&1
+  swarm="$PWD/target/release/janus-swarm"
+fi
 checker="$PWD/scripts/lib/state-check.py"
 
 work="$(mktemp -d /tmp/janus-gluster-hosts-XXXXXX)"
@@ -180,7 +187,7 @@ for run in $runs; do
   # polls the host that is cut off), retried through an outage as a node would.
   for i in 1 2 3; do
     poll=$([ "$i" = 1 ] && echo 2 || echo 1)
-    on "$i" "$bin" agent swarm --addr 127.0.0.1:8443 --poll-addr "$(ip_of "$poll"):8443" \
+    on "$i" "$swarm" --addr 127.0.0.1:8443 --poll-addr "$(ip_of "$poll"):8443" \
       --poll-retry-for 120s --fleet-root "$work/fleet/root.crt" --nodes "$tokens" --tokens "$work/tokens" --polls 1 --concurrency 8 \
       --json "$work/h$i.json" >"$work/h$i.swarm.log" 2>&1 &
     echo $! >"$work/h$i.swarm"

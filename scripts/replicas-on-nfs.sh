@@ -2,7 +2,7 @@
 # Two replicas on real hosts sharing one NFSv4.2 state directory: three
 # Debian VMs from scripts/hosts-lab.sh (nfs = the kernel NFS server, a and
 # b = clients, a replica on each), every token presented twice at about the
-# same time by two nodes (`agent swarm` to a, another to b), under faults:
+# same time by two nodes (`janus-swarm` to a, another to b), under faults:
 #
 #   plain        a burst, nothing else
 #   sigkill      b's replica killed with SIGKILL mid-burst, restarted
@@ -56,6 +56,13 @@ bin="${JANUS_NFS_BIN:-target/release/janus-registration}"
 if [ ! -x "$bin" ]; then
   say "building $bin"
   cargo build --release --locked >/dev/null 2>&1
+fi
+# The load generator, built beside the binary (crates/bench: not in the product).
+swarm="${JANUS_NFS_SWARM:-$(dirname "$bin")/janus-swarm}"
+if [ ! -x "$swarm" ]; then
+  say "building janus-swarm"
+  cargo build --release --locked -p janus-bench >/dev/null 2>&1
+  swarm=target/release/janus-swarm
 fi
 # The lease run's stalled admin and the record-seen run's stalled replica:
 # a debug build (its test hooks), stripped.
@@ -185,7 +192,7 @@ revoke_seen() { # STATE
   wait_healthy 10.77.0.11
   as_janus b "/opt/jr/janus-registration tokens add --state $state --token $token --uses 5" >/dev/null
   announce() { # N: one node with the token at a; how many were admitted in their answer
-    inns "$bin" agent swarm --addr 10.77.0.11:8443 --fleet-root "$work/fleet/root.crt" --nodes 1 \
+    inns "$swarm" --addr 10.77.0.11:8443 --fleet-root "$work/fleet/root.crt" --nodes 1 \
       --tokens "$work/tokens" --polls 0 --json "$work/revoke-$1.json" >/dev/null 2>&1 || true
     jq -r '.admitted_in_answer // "none"' "$work/revoke-$1.json" 2>/dev/null || echo none
   }
@@ -229,7 +236,7 @@ record_seen() { # STATE
   wait_healthy 10.77.0.12
   # One node at a, polled once at b: its admission stalls after the claim
   # (the agent gives up after 10 s, as janusd: the rest must fit in that).
-  inns "$bin" agent swarm --addr 10.77.0.11:8443 --poll-addr 10.77.0.12:8443 --fleet-root "$work/fleet/root.crt" \
+  inns "$swarm" --addr 10.77.0.11:8443 --poll-addr 10.77.0.12:8443 --fleet-root "$work/fleet/root.crt" \
     --nodes 1 --tokens "$work/tokens" --polls 1 --json "$work/record-1.json" >/dev/null 2>&1 &
   first=$!
   local id=""
@@ -240,7 +247,7 @@ record_seen() { # STATE
   done
   [ -n "$id" ] || bad="$bad no-claim-seen-at-a"
   # Another CA presents the token at b: b looks for the holder of its use.
-  inns "$bin" agent swarm --addr 10.77.0.12:8443 --fleet-root "$work/fleet/root.crt" \
+  inns "$swarm" --addr 10.77.0.12:8443 --fleet-root "$work/fleet/root.crt" \
     --nodes 1 --tokens "$work/tokens" --polls 0 --json "$work/record-2.json" >/dev/null 2>&1 || true
   # And b looks the record's name up once more, now (any process on b
   # shares its client's cache): its absence is cached however the server's
@@ -286,7 +293,7 @@ for run in $runs; do
   # Each node polls once, at the other host's replica: its trust from either.
   for host in a b; do
     other=$([ "$host" = a ] && echo b || echo a)
-    inns "$bin" agent swarm --addr "$(lab ip "$host"):8443" --poll-addr "$(lab ip "$other"):8443" \
+    inns "$swarm" --addr "$(lab ip "$host"):8443" --poll-addr "$(lab ip "$other"):8443" \
       --poll-retry-for 120s --fleet-root "$work/fleet/root.crt" --nodes "$tokens" --tokens "$work/tokens" --polls 1 --concurrency 8 \
       --json "$work/$host.json" >"$work/$host.log" 2>&1 &
     echo $! >"$work/$host.swarm"

@@ -107,11 +107,10 @@ pub enum Command {
     #[command(after_help = "Example:\n  cargo run --release -- demo")]
     Demo(DemoArgs),
     /// Play a Janus node's self-registration, exactly as janusd does.
-    #[command(args_conflicts_with_subcommands = true)]
     #[command(
         after_help = "Examples:\n  janus-registration agent --user-data user-data.json --dir node/\n  janus-registration agent --dir node/ --once\n\nExit codes with --once: 0 admitted (or already registered), 2 pending, 1 failed, 3 protocol violation by the endpoint."
     )]
-    Agent(Box<AgentCommand>),
+    Agent(Box<AgentArgs>),
     /// List, inspect, approve, reject and forget nodes in a state directory.
     #[command(
         after_help = "Examples:\n  janus-registration nodes list --pending --state /var/lib/janus-registration\n  janus-registration nodes show edge-3\n  janus-registration nodes approve edge-3 --console /var/log/libvirt/qemu/edge-3-serial.log\n\nA node is named by its id, a unique prefix of it (6 hex digits or more), or its unique name."
@@ -169,23 +168,6 @@ pub struct ManpageArgs {
     /// janus-registration-nodes-approve.1), instead of the top-level page to stdout.
     #[arg(long)]
     pub out: Option<PathBuf>,
-}
-
-#[derive(Debug, Args)]
-pub struct AgentCommand {
-    #[command(subcommand)]
-    pub swarm: Option<AgentSubcommand>,
-    #[command(flatten)]
-    pub args: AgentArgs,
-}
-
-#[derive(Debug, Subcommand)]
-pub enum AgentSubcommand {
-    /// Many simulated nodes announcing and polling, for load: reports rates and latencies.
-    #[command(
-        after_help = "Example:\n  janus-registration agent swarm --addr 127.0.0.1:8443 --fleet-root fleet/root.crt --nodes 1000 --concurrency 32"
-    )]
-    Swarm(janus_agent::swarm::SwarmArgs),
 }
 
 #[derive(Debug, Args)]

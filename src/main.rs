@@ -8,7 +8,7 @@ use janus_agent as agent;
 use janus_core::shutdown;
 use janus_endpoint as server;
 use janus_registration::admin_args::actor_here;
-use janus_registration::cli::{AgentSubcommand, Cli, Command};
+use janus_registration::cli::{Cli, Command};
 use janus_registration::{admin_cli, certs, demo, healthcheck};
 use janus_store as store;
 
@@ -63,13 +63,9 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             drop(lock);
             served.map(|()| ExitCode::SUCCESS)
         }
-        Command::Agent(command) => match &command.swarm {
-            Some(AgentSubcommand::Swarm(args)) => {
-                print(&runtime()?.block_on(agent::swarm::run_command(args))?);
-                Ok(ExitCode::SUCCESS)
-            }
-            None => Ok(ExitCode::from(runtime()?.block_on(agent::run_command(&command.args.to_agent()))?)),
-        },
+        Command::Agent(args) => {
+            Ok(ExitCode::from(runtime()?.block_on(agent::run_command(&args.to_agent()))?))
+        }
         Command::Nodes(args) => nodes(args),
         Command::Tokens(args) => tokens(args),
         Command::UserData(command) => {

@@ -1,9 +1,24 @@
-//! The `agent` and `agent swarm` commands as a user runs them.
+//! The `agent` command as a user runs it, and the load generator
+//! (`janus-swarm`, a tool beside the product: run here through its library,
+//! with the arguments its command line takes).
 
 use std::process::Command;
 use std::time::Duration;
 
 use crate::common::*;
+
+/// `janus-swarm ARGS`: its report, or why it failed.
+fn swarm(args: &[&str]) -> Result<String, janus_bench::SwarmError> {
+    #[derive(clap::Parser)]
+    struct Swarm {
+        #[command(flatten)]
+        args: janus_bench::swarm::SwarmArgs,
+    }
+    let parsed =
+        <Swarm as clap::Parser>::parse_from(std::iter::once("janus-swarm").chain(args.iter().copied()));
+    let runtime = tokio::runtime::Builder::new_multi_thread().enable_all().build().unwrap();
+    runtime.block_on(janus_bench::swarm::run_command(&parsed.args))
+}
 
 #[test]
 fn agent_from_user_data_exits_pending_then_admitted() {
@@ -78,29 +93,26 @@ fn swarm_reports_rates_and_writes_json() {
     std::fs::write(&tokens, "s1\ns2\ns3\n").unwrap();
     let json = fx.dir.path().join("report.json");
     let root = fx.fleet_dir().join("root.crt");
-    let (ok, stdout, stderr) = cli_with(
-        Command::new(BIN)
-            .args([
-                "agent",
-                "swarm",
-                "--addr",
-                &server.addr.to_string(),
-                "--fleet-root",
-                root.to_str().unwrap(),
-            ])
-            .args([
-                "--nodes",
-                "12",
-                "--concurrency",
-                "4",
-                "--polls",
-                "2",
-                "--tokens",
-                tokens.to_str().unwrap(),
-            ])
-            .args(["--approve-in", fx.state().to_str().unwrap(), "--json", json.to_str().unwrap()]),
-    );
-    assert!(ok, "{stdout} {stderr}");
+    let addr = server.addr.to_string();
+    let stdout = swarm(&[
+        "--addr",
+        &addr,
+        "--fleet-root",
+        root.to_str().unwrap(),
+        "--nodes",
+        "12",
+        "--concurrency",
+        "4",
+        "--polls",
+        "2",
+        "--tokens",
+        tokens.to_str().unwrap(),
+        "--approve-in",
+        fx.state().to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ])
+    .unwrap();
     assert!(stdout.contains("announce") && stdout.contains("poll"), "{stdout}");
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["announce"]["outcomes"]["201"], 12);
@@ -118,16 +130,27 @@ fn swarm_polls_another_replica_and_says_who_was_not_given_the_trust() {
     std::fs::write(&tokens, "r1\nr2\nr3\n").unwrap();
     let json = fx.dir.path().join("report.json");
     let root = fx.fleet_dir().join("root.crt");
-    let swarm = |poll_addr: String| {
-        cli_with(
-            Command::new(BIN)
-                .args(["agent", "swarm", "--addr", &announced_to.addr.to_string(), "--poll-addr", &poll_addr])
-                .args(["--fleet-root", root.to_str().unwrap(), "--nodes", "5", "--polls", "1"])
-                .args(["--tokens", tokens.to_str().unwrap(), "--json", json.to_str().unwrap()]),
-        )
+    let addr = announced_to.addr.to_string();
+    let swarm_polling = |poll_addr: String| {
+        swarm(&[
+            "--addr",
+            &addr,
+            "--poll-addr",
+            &poll_addr,
+            "--fleet-root",
+            root.to_str().unwrap(),
+            "--nodes",
+            "5",
+            "--polls",
+            "1",
+            "--tokens",
+            tokens.to_str().unwrap(),
+            "--json",
+            json.to_str().unwrap(),
+        ])
+        .unwrap()
     };
-    let (ok, stdout, stderr) = swarm(polled.addr.to_string());
-    assert!(ok, "{stdout} {stderr}");
+    let stdout = swarm_polling(polled.addr.to_string());
     assert!(stdout.contains("3 in their answer, 0 of them never given the trust"), "{stdout}");
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["admitted_in_answer"], 3);
@@ -139,8 +162,7 @@ fn swarm_polls_another_replica_and_says_who_was_not_given_the_trust() {
     fx.write_tokens("r4 r5 r6\n");
     std::fs::write(&tokens, "r4\nr5\nr6\n").unwrap();
     let nowhere = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let (ok, stdout, stderr) = swarm(nowhere.to_string());
-    assert!(ok, "{stdout} {stderr}");
+    let stdout = swarm_polling(nowhere.to_string());
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["admitted_in_answer"], 3, "{report}");
     assert_eq!(report["admitted_untrusted_in_poll"], 3, "{report}");
@@ -160,21 +182,43 @@ fn swarm_keeps_polling_through_an_outage_when_told_to() {
     let json = fx.dir.path().join("report.json");
     // The replica polled is not up yet: nothing listens on its port.
     let later = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap();
-    let mut swarm = Command::new(BIN)
-        .args(["agent", "swarm", "--addr", &server.addr.to_string(), "--poll-addr", &later.to_string()])
-        .args(["--fleet-root", fx.fleet_dir().join("root.crt").to_str().unwrap(), "--nodes", "2"])
-        .args(["--polls", "1", "--poll-retry-for", "60s", "--tokens", tokens.to_str().unwrap()])
-        .args(["--json", json.to_str().unwrap()])
-        .stdout(std::process::Stdio::null())
-        .spawn()
-        .unwrap();
+    let args: Vec<String> = [
+        "--addr",
+        &server.addr.to_string(),
+        "--poll-addr",
+        &later.to_string(),
+        "--fleet-root",
+        fx.fleet_dir().join("root.crt").to_str().unwrap(),
+        "--nodes",
+        "2",
+        "--polls",
+        "1",
+        "--poll-retry-for",
+        "60s",
+        "--tokens",
+        tokens.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]
+    .map(String::from)
+    .into();
+    let running = std::thread::spawn(move || swarm(&args.iter().map(String::as_str).collect::<Vec<_>>()));
     assert!(wait_for(Duration::from_secs(30), || records(&fx.state()).len() == 2), "both announced");
     let mut args = fx.serve_args();
     args[2] = later.to_string();
     let _polled = Process::start(&args);
-    assert!(swarm.wait().unwrap().success());
+    running.join().unwrap().unwrap();
     let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
     assert_eq!(report["admitted_in_answer"], 2, "{report}");
     assert_eq!(report["poll"]["outcomes"]["200"], 2, "each poll retried until it was answered: {report}");
     assert_eq!(report["admitted_untrusted_in_poll"], 0, "{report}");
+}
+
+#[test]
+fn the_shipped_binary_has_no_load_generator() {
+    let (code, _, stderr) = cli_exit(Command::new(BIN).args(["agent", "swarm", "--addr", "127.0.0.1:1"]));
+    assert_eq!(code, Some(2), "refused as an unknown argument: {stderr}");
+    assert!(stderr.contains("unexpected argument 'swarm'"), "{stderr}");
+    let (_, help, _) = cli_exit(Command::new(BIN).args(["agent", "--help"]));
+    assert!(!help.contains("swarm"), "{help}");
 }

@@ -10,7 +10,6 @@
 
 pub mod http;
 pub mod node;
-pub mod swarm;
 pub mod trust;
 
 use std::path::PathBuf;
@@ -87,9 +86,6 @@ pub enum AgentError {
     /// The endpoint cannot be reached as configured.
     #[error(transparent)]
     Http(#[from] http::HttpError),
-    /// Minting a CA (the swarm's nodes).
-    #[error(transparent)]
-    Mint(#[from] janus_core::pki::mint::MintError),
     /// A file the command was given.
     #[error("{}: {cause}", path.display())]
     File {
@@ -97,14 +93,6 @@ pub enum AgentError {
         path: PathBuf,
         /// The underlying error.
         cause: std::io::Error,
-    },
-    /// The state directory the swarm approves in (`--approve-in`).
-    #[error("approving in {}: {cause}", path.display())]
-    Approve {
-        /// The state directory.
-        path: PathBuf,
-        /// The store's refusal or failure.
-        cause: janus_store::StoreError,
     },
     /// Nothing to register with.
     #[error("{} has no address file: nothing to register with (provision it with --user-data)", .0.display())]
@@ -117,10 +105,6 @@ pub enum AgentError {
 impl AgentError {
     fn file(path: &std::path::Path) -> impl FnOnce(std::io::Error) -> AgentError + '_ {
         move |cause| AgentError::File { path: path.to_path_buf(), cause }
-    }
-
-    fn approving(path: &std::path::Path) -> impl FnOnce(janus_store::StoreError) -> AgentError + '_ {
-        move |cause| AgentError::Approve { path: path.to_path_buf(), cause }
     }
 }
 

@@ -31,8 +31,6 @@ pub enum DecidedBy {
     RejectedCa,
     /// The pending age limit.
     Expiry,
-    /// `agent swarm --approve`, the load generator.
-    Swarm,
 }
 
 /// As it is written: serde's name for it, the one table of them.
@@ -293,7 +291,6 @@ mod tests {
             (DecidedBy::RejectionFile, "rejection-file"),
             (DecidedBy::RejectedCa, "rejected-ca"),
             (DecidedBy::Expiry, "expiry"),
-            (DecidedBy::Swarm, "swarm"),
         ];
         for (by, name) in written {
             assert_eq!(serde_json::to_value(by).unwrap(), serde_json::json!(name));

@@ -22,7 +22,7 @@
 //! | open (every command) | `open`, `open_existing`, `open_to_read`, `check_before_open`, `for_server`, `lay_out` |
 //! | announce (the server) | `announce`, `format_refusal` |
 //! | poll (the server) | `poll` |
-//! | decide (admins, the admission command, the swarm) | `admit`, `reject`, `forget`, `add_tokens`, `revoke_token` |
+//! | decide (admins, the admission command) | `admit`, `reject`, `forget`, `add_tokens`, `revoke_token` |
 //! | list (admins) | `scan`, `list_records`, `read_record`, `state_of`, `approval`, `rejection`, `poll_refused_now`, `approved_now`, `rejected_now`, `is_ca_rejected`, `unsettled_ids`, `approved_ids`, `rejected_ids`, `list_tokens`, `token_meta_unreadable`, `history`, `node_view`, `with_node` |
 //! | follow (`audit --follow`, `nodes watch`, `--on-admitted`) | [`follow::Follower`] |
 //! | maintain (the server's loop, `tokens list`) | `maintain`, `sweep_tokens`, `remove_leftovers` |
@@ -496,7 +496,7 @@ impl Store {
     }
 
     /// An admission decided outside an announcement (an admin's command,
-    /// the admission command, the swarm): `approved/<id>` made durably,
+    /// the admission command): `approved/<id>` made durably,
     /// saying who, then its `admitted` event. One decision, one method.
     pub fn admit(&self, admitted: Admitted) -> StoreResult<()> {
         self.approve(&admitted.id, admitted.by, admitted.user.as_deref().unwrap_or(""))?;

@@ -1,4 +1,4 @@
-//! `agent swarm`: many simulated nodes against one endpoint, for load. Each
+//! `janus-swarm`: many simulated nodes against one endpoint, for load. Each
 //! node has its own CA (minted before the clock starts) and behaves as a node
 //! does on the wire: a new TLS connection per request, fleet-mode checks,
 //! the same body and headers. It reports rates, latency percentiles and errors.
@@ -13,11 +13,11 @@ use tokio::time::Instant;
 
 use serde::Serialize;
 
-use super::AgentError;
-use super::http::{Endpoint, Request};
+use crate::SwarmError;
+use janus_agent::http::{Endpoint, Request};
 use janus_core::protocol::{AnnounceAnswer, AnnounceRequest, PROTOCOL, Trust};
 
-/// The `agent swarm` settings, the one type of them: the command line's,
+/// The `janus-swarm` settings, the one type of them: the command line's,
 /// and what [`run`] takes (files by path, read by [`run_command`]).
 #[derive(Debug, Clone, clap::Args)]
 pub struct SwarmArgs {
@@ -262,7 +262,7 @@ pub async fn run(
     config: &SwarmArgs,
     fleet_root_pem: &[u8],
     tokens: &[SecretString],
-) -> Result<Report, AgentError> {
+) -> Result<Report, SwarmError> {
     let endpoint = Endpoint::new(&config.addr, fleet_root_pem, b"")?;
     let poll_endpoint = match &config.poll_addr {
         Some(addr) => Endpoint::new(addr, fleet_root_pem, b"")?,
@@ -291,7 +291,7 @@ async fn announce_all(
     endpoint: &Endpoint,
     config: &SwarmArgs,
     tokens: &[SecretString],
-) -> Result<(Report, Vec<Enrolled>), AgentError> {
+) -> Result<(Report, Vec<Enrolled>), SwarmError> {
     let bodies: Vec<(Vec<u8>, String)> = (0..config.nodes)
         .map(|i| {
             let name = format!("swarm-{i}");
@@ -307,7 +307,7 @@ async fn announce_all(
             };
             Ok((request.to_go_json(), secret))
         })
-        .collect::<Result<_, AgentError>>()?;
+        .collect::<Result<_, SwarmError>>()?;
     let bodies = Arc::new(bodies);
     let for_announce = bodies.clone();
     let (announce, samples) =
@@ -322,9 +322,9 @@ async fn announce_all(
     let mut enrolled = Vec::new();
     let mut admitted_in_answer = 0;
     // Approvals go through the store, as `nodes approve` makes them
-    // (durably, audited as the swarm's), not around it.
+    // (durably, audited as a command by the user `janus-swarm`), not around it.
     let approver = match &config.approve_in {
-        Some(state) => Some(janus_store::Store::open_existing(state).map_err(AgentError::approving(state))?),
+        Some(state) => Some(janus_store::Store::open_existing(state).map_err(SwarmError::approving(state))?),
         None => None,
     };
     for (i, sample) in samples.into_iter().enumerate() {
@@ -338,8 +338,8 @@ async fn announce_all(
         {
             use janus_store::{Admitted, DecidedBy};
             store
-                .admit(Admitted::new(id, DecidedBy::Swarm, Some("swarm".into())))
-                .map_err(AgentError::approving(store.dir()))?;
+                .admit(Admitted::new(id, DecidedBy::Command, Some("janus-swarm".into())))
+                .map_err(SwarmError::approving(store.dir()))?;
         }
         enrolled.push((answer.id, bodies[i].1.clone(), answer.trust));
     }
@@ -385,12 +385,12 @@ async fn poll_all(endpoint: &Endpoint, config: &SwarmArgs, enrolled: Vec<Enrolle
     report.poll = Some(poll);
 }
 
-/// The `agent swarm` command.
-pub async fn run_command(args: &SwarmArgs) -> Result<String, AgentError> {
-    let fleet_root_pem = std::fs::read(&args.fleet_root).map_err(AgentError::file(&args.fleet_root))?;
+/// The `janus-swarm` command: the report as text.
+pub async fn run_command(args: &SwarmArgs) -> Result<String, SwarmError> {
+    let fleet_root_pem = std::fs::read(&args.fleet_root).map_err(SwarmError::file(&args.fleet_root))?;
     let tokens: Vec<SecretString> = match &args.tokens {
         Some(path) => std::fs::read_to_string(path)
-            .map_err(AgentError::file(path))?
+            .map_err(SwarmError::file(path))?
             .split_whitespace()
             .map(SecretString::from)
             .collect(),
@@ -399,7 +399,7 @@ pub async fn run_command(args: &SwarmArgs) -> Result<String, AgentError> {
     let report = run(args, &fleet_root_pem, &tokens).await?;
     if let Some(path) = &args.json {
         let json = serde_json::to_vec_pretty(&report).expect("plain data serialises");
-        janus_core::durable::write_atomic(path, &json, 0o644).map_err(AgentError::file(path))?;
+        janus_core::durable::write_atomic(path, &json, 0o644).map_err(SwarmError::file(path))?;
     }
     Ok(report.text())
 }
