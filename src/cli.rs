@@ -9,7 +9,6 @@
 #![allow(missing_docs)]
 
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -36,7 +35,6 @@ fn parse_listen(s: &str) -> Result<String, String> {
 }
 
 use crate::certs;
-use janus_endpoint::door::Door;
 use janus_endpoint::limits::LimitsConfig;
 use janus_endpoint::on_admitted::OnAdmittedConfig;
 use janus_endpoint::policy::{DEFAULT_QUEUE, PolicyConfig};
@@ -399,7 +397,7 @@ pub struct ServeArgs {
     /// L4 load balancers (addresses or networks, comma-separated) whose connections start with a
     /// PROXY protocol header (v1 or v2) naming the node's address; a listed peer must send one.
     #[arg(long, env = "JANUS_REGISTRATION_PROXY_PROTOCOL", value_name = "CIDR,...", value_delimiter = ',')]
-    pub proxy_protocol: Vec<janus_endpoint::proxy::Trusted>,
+    pub proxy_protocol: Vec<janus_listen::proxy::Trusted>,
     /// Serve Prometheus metrics over plain HTTP here (e.g. 127.0.0.1:9090); off when absent.
     #[arg(long, env = "JANUS_REGISTRATION_METRICS_LISTEN")]
     pub metrics_listen: Option<std::net::SocketAddr>,
@@ -411,6 +409,12 @@ pub struct ServeArgs {
 pub struct ConfigError(String);
 
 impl ServeArgs {
+    /// The admin listener, when `--admin-listen` and `--admin-ca` ask for it.
+    pub fn admin(&self) -> Option<janus_admin::listener::AdminApiConfig> {
+        let (listen, ca) = self.admin_listen.zip(self.admin_ca.clone())?;
+        Some(janus_admin::listener::AdminApiConfig { listen, ca })
+    }
+
     /// The settings, validated in a second phase (as ripgrep does its
     /// arguments): a value that cannot work is refused, naming its bound,
     /// never silently raised to one.
@@ -458,17 +462,6 @@ impl ServeArgs {
             reconcile_every: self.reconcile_every,
             metrics_listen: self.metrics_listen,
             proxy_protocol: self.proxy_protocol.clone(),
-            doors: self
-                .admin_listen
-                .zip(self.admin_ca.clone())
-                .map(|(listen, ca)| {
-                    janus_admin::listener::AdminDoor::new(janus_admin::listener::AdminApiConfig {
-                        listen,
-                        ca,
-                    }) as Arc<dyn Door>
-                })
-                .into_iter()
-                .collect(),
             keep_alive: self.keep_alive,
             readmit_window: self.readmit_window,
             ..ServeConfig::new(self.fleet.clone(), self.cert.clone(), self.key.clone(), self.state.clone())

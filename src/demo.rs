@@ -30,6 +30,8 @@ pub const EXAMPLE_POLL_SECRET: &str = "example-poll-secret-do-not-use-in-product
 pub struct Demo {
     /// The server's configuration.
     pub config: ServeConfig,
+    /// The admin console's listener (the demo's admin CA).
+    pub admin: janus_admin::listener::AdminApiConfig,
     /// What to print once it listens: the commands to try.
     pub instructions: String,
     /// Held while the demo runs: a second demo from the same directory
@@ -146,7 +148,7 @@ pub fn prepare(dir: &Path, listen: &str, admin_listen: std::net::SocketAddr) -> 
             ),
         );
     }
-    let mut config = ServeConfig {
+    let config = ServeConfig {
         shutdown_grace: Duration::from_secs(2),
         ..ServeConfig::new(
             fleet_dir,
@@ -156,11 +158,8 @@ pub fn prepare(dir: &Path, listen: &str, admin_listen: std::net::SocketAddr) -> 
         )
     };
     let ca = admin.ca.join("admin-ca.crt");
-    config.doors.push(janus_admin::listener::AdminDoor::new(janus_admin::listener::AdminApiConfig {
-        listen: admin_listen,
-        ca,
-    }));
-    Ok(Demo { config, instructions, lock })
+    let admin = janus_admin::listener::AdminApiConfig { listen: admin_listen, ca };
+    Ok(Demo { config, admin, instructions, lock })
 }
 
 /// The demo's admin CA and credential, under `certs/`.

@@ -10,10 +10,11 @@
 //! |---|---|
 //! | `janus-core` | clock, durable writes, terminal escaping, shutdown, the protocol, PKI, TLS: no knowledge of nodes or requests |
 //! | `janus-store` | the state directory: `tokens`, `nodes/`, `approved/` and our additions; its only writer |
-//! | `janus-endpoint` | `serve`: the nodes' HTTPS endpoint, its listeners, limits and programs |
-//! | `janus-admin` | the admin model and its functions, and the admin listener (API and console) served beside the endpoint |
-//! | `janus-agent` | the node side: janusd's HTTPS client, registration loop and the load generator |
-//! | `janus-registration` (this crate) | the command line ([`cli`], [`admin_args`], [`admin_cli`]) and the commands that compose the layers: [`certs`], [`demo`], [`healthcheck`], [`user_data`] |
+//! | `janus-listen` | what every listener is made of: bind, the connection table and shedding, PROXY, the error answer, spans, one shutdown |
+//! | `janus-endpoint` | the nodes' HTTPS port: its routes, limits, programs, reloads, metrics |
+//! | `janus-admin` | the admin model and its functions, and the admin listener (API and console) |
+//! | `janus-agent` | the node side: janusd's HTTPS client and registration loop |
+//! | `janus-registration` (this crate) | the command line ([`cli`], [`admin_args`], [`admin_cli`]) and the commands that compose the layers: [`serving`] (the two listeners side by side), [`certs`], [`demo`], [`healthcheck`], [`user_data`] |
 //!
 //! Each layer is named by its own crate (`janus_store::Store`): this crate
 //! re-exports none of them. docs/architecture.md is the maintainer's map.
@@ -28,6 +29,7 @@ pub mod cli;
 pub mod demo;
 pub mod healthcheck;
 pub mod logging;
+pub mod serving;
 pub mod user_data;
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 use crate::cli::LogFormat;
 
 /// The crates whose lines a bare `janus_registration` directive keeps.
-const CRATES: [&str; 5] = ["janus_admin", "janus_agent", "janus_endpoint", "janus_store", "janus_core"];
+const CRATES: [&str; 6] =
+    ["janus_admin", "janus_agent", "janus_endpoint", "janus_listen", "janus_store", "janus_core"];
 
 /// `directives` with a bare `janus_registration` directive also said for
 /// every crate of the workspace: `janus_registration=debug` keeps the
@@ -65,5 +66,22 @@ mod tests {
             "janus_endpoint::routes=trace,hyper=info"
         );
         assert_eq!(expand("info"), "info");
+    }
+
+    /// A layer added to the binary's dependencies is one whose lines the
+    /// default directive keeps: a crate missing here logs nothing.
+    #[test]
+    fn every_layer_the_binary_links_is_expanded() {
+        let manifest = include_str!("../Cargo.toml");
+        let dependencies = manifest.split("[dependencies]").nth(1).unwrap().split("\n[").next().unwrap();
+        let layers: Vec<String> = dependencies
+            .lines()
+            .filter_map(|line| line.strip_prefix("janus-")?.split_once(".workspace"))
+            .map(|(name, _)| format!("janus_{}", name.replace('-', "_")))
+            .collect();
+        assert!(layers.len() >= 5, "{layers:?}");
+        for layer in &layers {
+            assert!(super::CRATES.contains(&layer.as_str()), "{layer} is not in CRATES");
+        }
     }
 }

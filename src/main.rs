@@ -9,7 +9,7 @@ use janus_core::shutdown;
 use janus_endpoint as server;
 use janus_registration::admin_args::actor_here;
 use janus_registration::cli::{Cli, Command};
-use janus_registration::{admin_cli, certs, demo, healthcheck};
+use janus_registration::{admin_cli, certs, demo, healthcheck, serving};
 use janus_store as store;
 
 fn main() -> ExitCode {
@@ -55,11 +55,13 @@ type Failure = Box<dyn std::error::Error>;
 
 fn run(cli: Cli) -> Result<ExitCode, Failure> {
     match cli.command {
-        Command::Serve(args) => serve(args.config()?, &args.listen, None).map(|()| ExitCode::SUCCESS),
+        Command::Serve(args) => {
+            serve(args.config()?, args.admin().as_ref(), &args.listen, None).map(|()| ExitCode::SUCCESS)
+        }
         Command::Demo(args) => {
-            let demo::Demo { config, instructions, lock } =
+            let demo::Demo { config, admin, instructions, lock } =
                 demo::prepare(&args.dir, &args.listen, args.admin_listen)?;
-            let served = serve(config, &args.listen, Some(instructions));
+            let served = serve(config, Some(&admin), &args.listen, Some(instructions));
             drop(lock);
             served.map(|()| ExitCode::SUCCESS)
         }
@@ -175,10 +177,14 @@ fn manpage(out: &Option<std::path::PathBuf>) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Startup checks first, then the socket, then (for the demo) what to try.
-fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> Result<(), Failure> {
-    let prepared = server::prepare(config)?;
-    let listener = server::bind(listen).map_err(|e| format!("cannot listen on {listen}: {e}"))?;
+/// Every startup check first, then the sockets, then (for the demo) what to try.
+fn serve(
+    config: server::ServeConfig,
+    admin: Option<&janus_admin::listener::AdminApiConfig>,
+    listen: &str,
+    banner: Option<String>,
+) -> Result<(), Failure> {
+    let bound = serving::prepare(config, admin)?.bind(listen)?;
     let runtime = runtime()?;
     let served = runtime.block_on(async {
         // Signals are ours before anyone is told the endpoint is up: a
@@ -187,7 +193,7 @@ fn serve(config: server::ServeConfig, listen: &str, banner: Option<String>) -> R
         if let Some(banner) = banner {
             print(&banner);
         }
-        Ok(prepared.serve(listener, stop).await?)
+        Ok(bound.serve(stop).await?)
     });
     // Dropping the runtime would wait for every blocking-pool thread, and
     // one stuck in a hung mount never returns: SIGTERM must end the process.

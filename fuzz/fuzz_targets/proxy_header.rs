@@ -3,7 +3,7 @@
 //! source or a refusal, never a panic; a source is only ever of the
 //! family the header says.
 #![no_main]
-use janus_endpoint::proxy::{V2_MAX, parse_v1, parse_v2};
+use janus_listen::proxy::{V2_MAX, parse_v1, parse_v2};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|bytes: &[u8]| {

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use janus_admin::api::Scope;
 use janus_admin::api::client::AdminClient;
-use janus_admin::listener::{AdminApiConfig, AdminDoor};
+use janus_admin::listener::AdminApiConfig;
 use janus_registration::certs::{self, Minted};
 use secrecy::ExposeSecret;
 use serde_json::json;
@@ -19,12 +19,9 @@ use crate::common::*;
 pub async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, SocketAddr) {
     let ca_file = fx.dir.path().join("admin-ca.crt");
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
-    let mut config = fx.config();
-    let door = AdminDoor::new(AdminApiConfig { listen: "127.0.0.1:0".parse().unwrap(), ca: ca_file });
-    config.doors.push(door.clone());
-    let server = InProcess::start(config).await;
-    assert!(wait_for(Duration::from_secs(10), || door.local_addr().is_some()), "the admin API listens");
-    let admin = door.local_addr().unwrap();
+    let admin = AdminApiConfig { listen: "127.0.0.1:0".parse().unwrap(), ca: ca_file };
+    let server = InProcess::start_with(fx.config(), Some(&admin), "127.0.0.1:0".parse().unwrap()).await;
+    let admin = server.admin_addr.expect("the admin API is bound before it serves");
     (server, admin)
 }
 
@@ -215,12 +212,17 @@ async fn the_api_refuses_no_certificate_a_nodes_another_cas_an_expired_one_and_a
     server.stop().await;
 }
 
+/// Refused before any socket is bound: the nodes' port given is one this
+/// test holds, so a server that bound first would say the port is in use.
 #[test]
-fn serve_refuses_an_admin_ca_that_is_the_fleets() {
+fn serve_refuses_an_admin_ca_that_is_the_fleets_before_binding_any_port() {
     let fx = Fixture::new();
     let root = fx.fleet_dir().join("root.crt");
+    let held = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut args = fx.serve_args();
+    args[2] = held.local_addr().unwrap().to_string();
     let out = std::process::Command::new(BIN)
-        .args(fx.serve_args())
+        .args(args)
         .args(["--admin-listen", "127.0.0.1:0", "--admin-ca", root.to_str().unwrap()])
         .output()
         .unwrap();
@@ -230,6 +232,24 @@ fn serve_refuses_an_admin_ca_that_is_the_fleets() {
         err.contains("it is the fleet's root.crt: admin credentials need a CA of their own (certs admin-ca)"),
         "{err}"
     );
+    assert!(!err.contains("cannot listen"), "checked before the nodes' port was bound: {err}");
+    // And the admin listener's port in use is said as such, after every check passed.
+    let admin_ca = janus_registration::certs::mint_admin_ca("test admin CA").unwrap();
+    let ca_file = fx.dir.path().join("admin-ca.crt");
+    std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
+    let out = std::process::Command::new(BIN)
+        .args(fx.serve_args())
+        .args([
+            "--admin-listen",
+            &held.local_addr().unwrap().to_string(),
+            "--admin-ca",
+            ca_file.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot listen on") && err.contains("in use"), "{err}");
 }
 
 fn pem_der(pem: &str) -> rustls::pki_types::CertificateDer<'static> {

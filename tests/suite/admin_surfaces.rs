@@ -561,14 +561,9 @@ async fn open_event_streams_end_when_the_server_stops() {
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
     let mut config = fx.config();
     config.shutdown_grace = Duration::from_secs(600);
-    let door = janus_admin::listener::AdminDoor::new(janus_admin::listener::AdminApiConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ca: ca_file,
-    });
-    config.doors.push(door.clone());
-    let server = InProcess::start(config).await;
-    assert!(wait_for(Duration::from_secs(10), || door.local_addr().is_some()));
-    let admin = door.local_addr().unwrap();
+    let admin = janus_admin::listener::AdminApiConfig { listen: "127.0.0.1:0".parse().unwrap(), ca: ca_file };
+    let server = InProcess::start_with(config, Some(&admin), "127.0.0.1:0".parse().unwrap()).await;
+    let admin = server.admin_addr.unwrap();
     let api = client(&fx, admin, &credential(&admin_ca, "dashboard", &[Scope::Read]));
     let streams: Vec<_> = (0..2)
         .map(|_| {

@@ -5,7 +5,7 @@
 
 use std::net::SocketAddr;
 
-use janus_endpoint::proxy::Trusted;
+use janus_listen::proxy::Trusted;
 use janus_registration::certs;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

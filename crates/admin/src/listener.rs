@@ -25,15 +25,17 @@ use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::time::Duration;
 
 use axum_server::accept::Accept;
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 use rustls::pki_types::CertificateDer;
 use tokio::net::TcpStream;
 
-use janus_endpoint::accept::{Capped, Caps, ConnectionCap, Shedding};
-use janus_endpoint::door::{self, Door, Shared};
+use janus_core::tls::CurrentCert;
+use janus_listen::Stop;
+use janus_listen::accept::{Capped, Caps, ConnectionCap, Shedding, Stamped};
+use janus_store::AsyncStore;
 
 use crate::credential::{Authenticated, Caller};
 use crate::web::{AdminState, layers};
@@ -122,72 +124,78 @@ fn fleet_cas(fleet: &Path) -> Result<Vec<(String, CertificateDer<'static>)>, Str
     Ok(cas)
 }
 
-/// The admin API as a door of `serve` ([`janus_endpoint::door`]): its
-/// listener beside the nodes' port, on the server's own store.
+/// The admin listener, its startup checks passed (the admin CA, the TLS
+/// configuration), no socket bound yet.
 #[derive(Debug)]
-pub struct AdminDoor {
-    config: AdminApiConfig,
-    bound: std::sync::OnceLock<SocketAddr>,
+pub struct AdminListener {
+    listen: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
 }
 
-impl AdminDoor {
-    /// The door `config` describes; it binds when the server opens it.
-    pub fn new(config: AdminApiConfig) -> Arc<Self> {
-        Arc::new(AdminDoor { config, bound: std::sync::OnceLock::new() })
-    }
-
-    /// Where it listens, once bound.
-    pub fn local_addr(&self) -> Option<SocketAddr> {
-        self.bound.get().copied()
-    }
+/// What the admin listener serves with, shared with the nodes' port: one
+/// store, one state directory, one shutdown, the same time limits.
+pub struct Shared {
+    /// The process's store.
+    pub store: AsyncStore,
+    /// The state directory.
+    pub state: PathBuf,
+    /// Time a client gets for its TLS handshake.
+    pub handshake_timeout: Duration,
+    /// Time a client gets for its request head.
+    pub head_timeout: Duration,
+    /// The process's shutdown.
+    pub stop: Stop,
 }
 
-impl Door for AdminDoor {
-    fn name(&self) -> &'static str {
-        "admin API"
+impl AdminListener {
+    /// Every check the admin listener makes, before any socket is bound:
+    /// the admin CA ([`admin_roots`]) against the fleet at `fleet`, and the
+    /// TLS configuration presenting `cert` (the nodes' port's, replaced on
+    /// reload for both).
+    pub fn prepare(
+        config: &AdminApiConfig,
+        fleet: &Path,
+        cert: Arc<CurrentCert>,
+    ) -> Result<Self, AdminApiRefused> {
+        let roots = admin_roots(&config.ca, fleet)?;
+        let tls = janus_core::tls::admin_server_config(cert, roots)
+            .map_err(|e| AdminApiRefused(format!("TLS configuration: {e}")))?;
+        Ok(AdminListener { listen: config.listen, tls: Arc::new(tls) })
     }
 
-    /// Refuses an admin CA the fleet's keys could sign for, binds, and serves.
-    fn open(&self, shared: Shared) -> io::Result<door::Serving> {
-        let roots = admin_roots(&self.config.ca, &shared.fleet).map_err(io::Error::other)?;
-        let listener = janus_endpoint::bind(&self.config.listen.to_string())?;
-        let _ = self.bound.set(listener.local_addr()?);
-        spawn(listener, roots, shared)
+    /// Where it is to listen.
+    pub fn listen(&self) -> SocketAddr {
+        self.listen
     }
-}
 
-/// Serves the admin API on `listener` until `shared.handle` shuts it down.
-fn spawn(
-    listener: std::net::TcpListener,
-    roots: rustls::RootCertStore,
-    shared: Shared,
-) -> io::Result<door::Serving> {
-    let (handshake, head) = (shared.handshake_timeout, shared.head_timeout);
-    listener.set_nonblocking(true)?;
-    tracing::info!(admin_listen = %listener.local_addr()?, "serving the admin API");
-    let config = janus_core::tls::admin_server_config(shared.cert, roots).map_err(io::Error::other)?;
-    let cap = ConnectionCap::new(Caps {
-        max: MAX_CONNECTIONS,
-        per_source: MAX_CONNECTIONS_PER_SOURCE,
-        per_network: MAX_CONNECTIONS_PER_NETWORK,
-        evict: true,
-        shed_within: true,
-    });
-    let tls = RustlsAcceptor::new(RustlsConfig::from_config(Arc::new(config)))
-        .handshake_timeout(handshake)
-        .acceptor(cap.clone());
-    // The nodes' port's shedding: a handshake within the table's pressure,
-    // and a connection marked once its first request arrives, so only
-    // those that sent none are evicted.
-    let acceptor = Shedding { tls: Authenticating { tls }, cap, handshake, proxy: Arc::new([]) };
-    let mut server = axum_server::from_tcp(listener)?
-        .acceptor(acceptor)
-        .handle(shared.handle)
-        .http1_only()
-        .first_request_timeout(head);
-    server.http_builder().http1().keep_alive(true).header_read_timeout(Some(head));
-    let state = AdminState::new(shared.store, shared.state, shared.closing);
-    Ok(tokio::spawn(server.serve(router(state).into_make_service())))
+    /// Serves the admin API and the console on `listener` until `shared.stop` ends it.
+    pub async fn serve(self, listener: std::net::TcpListener, shared: Shared) -> io::Result<()> {
+        let (handshake, head) = (shared.handshake_timeout, shared.head_timeout);
+        listener.set_nonblocking(true)?;
+        tracing::info!(admin_listen = %listener.local_addr()?, "serving the admin API");
+        let cap = ConnectionCap::new(Caps {
+            max: MAX_CONNECTIONS,
+            per_source: MAX_CONNECTIONS_PER_SOURCE,
+            per_network: MAX_CONNECTIONS_PER_NETWORK,
+            evict: true,
+            shed_within: true,
+        });
+        let tls = RustlsAcceptor::new(RustlsConfig::from_config(self.tls))
+            .handshake_timeout(handshake)
+            .acceptor(cap.clone());
+        // The nodes' port's shedding: a handshake within the table's pressure,
+        // and a connection marked once its first request arrives, so only
+        // those that sent none are evicted.
+        let acceptor = Shedding { tls: Authenticating { tls }, cap, handshake, proxy: Arc::new([]) };
+        let mut server = axum_server::from_tcp(listener)?
+            .acceptor(acceptor)
+            .handle(shared.stop.handle())
+            .http1_only()
+            .first_request_timeout(head);
+        server.http_builder().http1().keep_alive(true).header_read_timeout(Some(head));
+        let state = AdminState::new(shared.store, shared.state, shared.stop.closing());
+        server.serve(router(state).into_make_service()).await
+    }
 }
 
 /// The whole admin listener: the API's routes and the console's, the
@@ -212,7 +220,7 @@ pub fn router(state: AdminState) -> axum::Router {
 }
 
 /// The TLS handshake, then the credential it verified, given to every
-/// request of the connection.
+/// request of the connection ([`Authenticated`], [`Stamped`]).
 #[derive(Clone)]
 struct Authenticating {
     tls: RustlsAcceptor<ConnectionCap>,
@@ -227,7 +235,7 @@ where
     <RustlsAcceptor<ConnectionCap> as Accept<TcpStream, S>>::Service: Send + 'static,
 {
     type Stream = tokio_rustls::server::TlsStream<Capped<TcpStream>>;
-    type Service = WithCaller<<RustlsAcceptor<ConnectionCap> as Accept<TcpStream, S>>::Service>;
+    type Service = Stamped<<RustlsAcceptor<ConnectionCap> as Accept<TcpStream, S>>::Service, Authenticated>;
     type Future = Pin<Box<dyn Future<Output = io::Result<(Self::Stream, Self::Service)>> + Send>>;
 
     fn accept(&self, stream: TcpStream, service: S) -> Self::Future {
@@ -238,32 +246,8 @@ where
                 Some(leaf) => Caller::from_der(leaf),
                 None => Err(crate::credential::NoPower("no client certificate".into())),
             };
-            Ok((stream, WithCaller { inner: service, caller: Arc::new(caller) }))
+            let caller: Authenticated = Arc::new(caller);
+            Ok((stream, Stamped::new(service, caller)))
         })
-    }
-}
-
-/// A connection's service that hands each request its [`Authenticated`].
-#[derive(Clone)]
-pub struct WithCaller<S> {
-    inner: S,
-    caller: Authenticated,
-}
-
-impl<S, B> tower_service::Service<axum::http::Request<B>> for WithCaller<S>
-where
-    S: tower_service::Service<axum::http::Request<B>>,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = S::Future;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, mut request: axum::http::Request<B>) -> S::Future {
-        request.extensions_mut().insert(self.caller.clone());
-        self.inner.call(request)
     }
 }

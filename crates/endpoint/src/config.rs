@@ -3,10 +3,11 @@
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
-use crate::{door, limits, on_admitted, policy, proxy};
+use janus_listen::proxy;
+
+use crate::{limits, on_admitted, policy};
 
 /// Where `serve` listens by default.
 pub const DEFAULT_LISTEN: &str = "0.0.0.0:8443";
@@ -21,10 +22,6 @@ pub(crate) const METRICS_MAX_CONNECTIONS: usize = 16;
 /// Files the process keeps besides connections: state, logs, the admission
 /// command's pipes, the metrics listener's connections.
 pub(crate) const OWN_FILES: usize = 64 + METRICS_MAX_CONNECTIONS;
-/// Connections the kernel queues before accept: a boot storm of nodes each
-/// opening a new connection overflows the usual 128, and a dropped SYN costs
-/// the node a 1 s retransmit.
-pub const LISTEN_BACKLOG: i32 = 4096;
 /// A client must finish its TLS handshake, then its request head, within these.
 pub const DEFAULT_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// How long a client may take to send a request's head.
@@ -69,8 +66,6 @@ pub struct ServeConfig {
     pub reconcile_every: Duration,
     /// Where to serve Prometheus metrics over plain HTTP; off when `None`.
     pub metrics_listen: Option<SocketAddr>,
-    /// Listeners served beside the nodes' port (the admin API).
-    pub doors: Vec<Arc<dyn door::Door>>,
     /// The balancers whose connections start with a PROXY header.
     pub proxy_protocol: Vec<proxy::Trusted>,
     /// Time a client gets for its TLS handshake.
@@ -117,7 +112,6 @@ impl ServeConfig {
             maintenance_every: Duration::from_secs(60),
             reconcile_every: Duration::from_secs(300),
             metrics_listen: None,
-            doors: Vec::new(),
             proxy_protocol: Vec::new(),
             keep_alive: false,
         }

@@ -3,7 +3,7 @@
 //!
 //! Invariants: never 409, and never a body naming `service_cert_pem` (either
 //! makes a node post its admin key); internal causes are logged (once, by the
-//! request's span, from [`crate::answer::Refused`]), not sent. The answer
+//! request's span, from [`janus_listen::answer::Refused`]), not sent. The answer
 //! itself is made by [`crate::answer`], as the admin API's is.
 
 use axum::http::StatusCode;
@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use janus_core::protocol::Refusal;
 use janus_store::StoreError;
 
-use crate::answer::{ErrorAnswer, answer};
+use janus_listen::answer::{ErrorAnswer, answer};
 
 /// Every error answer: one place maps each to its status and JSON body.
 #[derive(Debug, thiserror::Error)]
@@ -224,7 +224,7 @@ mod tests {
         ];
         for (error, level) in cases {
             let response = error.into_response();
-            assert_eq!(crate::answer::refused(&response).map(|r| r.level), Some(level));
+            assert_eq!(janus_listen::answer::refused(&response).map(|r| r.level), Some(level));
         }
     }
 

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 
+use janus_listen::prefix::source_key;
+
 /// The limits `serve` enforces.
 #[derive(Debug, Clone, Copy)]
 pub struct LimitsConfig {
@@ -47,21 +49,6 @@ struct Bucket {
 
 /// How many sources each of the limiter's two generations holds.
 const GENERATION: usize = 32_768;
-
-/// Who a limit applies to: an IPv4 address, or an IPv6 /64 (one host's
-/// share of a network: a single machine gets a /64 to spread over).
-pub fn source_key(ip: IpAddr) -> IpAddr {
-    match ip {
-        IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => IpAddr::V4(v4),
-            None => {
-                let prefix = u128::from(v6) & !((1u128 << 64) - 1);
-                IpAddr::V6(prefix.into())
-            }
-        },
-        v4 => v4,
-    }
-}
 
 /// Token buckets in two generations: a source is looked up in the current
 /// one, then the previous one (and moved up); when the current one is

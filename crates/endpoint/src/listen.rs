@@ -1,8 +1,7 @@
 //! Serving a [`Prepared`] server: the nodes' port (the connection table,
-//! then TLS, HTTP/1.1 with bounded heads), the metrics port, the doors
-//! beside them; graceful shutdown; failed accepts counted.
+//! then TLS, HTTP/1.1 with bounded heads) and the metrics port, each shut
+//! down by the process's one [`Stop`]; failed accepts counted.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -11,26 +10,14 @@ use axum::Router;
 use axum::routing::{get, post};
 use axum_server::tls_rustls::{RustlsAcceptor, RustlsConfig};
 
-use crate::app::App;
-use crate::config::{LISTEN_BACKLOG, MAX_HEAD_BYTES, METRICS_MAX_CONNECTIONS};
-use crate::startup::Prepared;
-use crate::{accept, door, metrics, routes};
+use janus_core::tls::CurrentCert;
+use janus_listen::{Stop, accept, bind};
+use janus_store::AsyncStore;
 
-/// Binds `addr` with [`LISTEN_BACKLOG`].
-pub fn bind(addr: &str) -> std::io::Result<std::net::TcpListener> {
-    use std::net::ToSocketAddrs;
-    let addr = addr
-        .to_socket_addrs()?
-        .next()
-        .ok_or_else(|| std::io::Error::other(format!("{addr} resolves to nothing")))?;
-    use rustix::net::{AddressFamily, SocketFlags, SocketType};
-    let family = if addr.is_ipv4() { AddressFamily::INET } else { AddressFamily::INET6 };
-    let socket = rustix::net::socket_with(family, SocketType::STREAM, SocketFlags::CLOEXEC, None)?;
-    rustix::net::sockopt::set_socket_reuseaddr(&socket, true)?;
-    rustix::net::bind(&socket, &addr)?;
-    rustix::net::listen(&socket, LISTEN_BACKLOG)?;
-    Ok(std::net::TcpListener::from(socket))
-}
+use crate::app::App;
+use crate::config::{MAX_HEAD_BYTES, METRICS_MAX_CONNECTIONS, ServeConfig};
+use crate::startup::Prepared;
+use crate::{metrics, routes};
 
 /// The routes: `POST /register`, `GET /register/{id}`, `GET /healthz`; 404 for the rest.
 pub fn router(app: Arc<App>) -> Router {
@@ -42,7 +29,7 @@ pub fn router(app: Arc<App>) -> Router {
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(axum::middleware::from_fn_with_state(app.clone(), routes::count_request))
-        .layer(routes::traced())
+        .layer(janus_listen::trace::traced())
         .with_state(app)
 }
 
@@ -107,66 +94,51 @@ impl Prepared {
         Ok(Some(tokio::spawn(server.serve(metrics.into_make_service()))))
     }
 
-    /// Opens every door, each with its own handle, after the nodes' port's checks.
-    fn open_doors(
-        &self,
-        closing: &tokio::sync::watch::Receiver<bool>,
-    ) -> std::io::Result<Vec<(&'static str, axum_server::Handle<SocketAddr>, door::Serving)>> {
-        let mut opened = Vec::new();
-        for door in &self.config.doors {
-            let handle = axum_server::Handle::new();
-            let shared = door::Shared {
-                store: self.app.store.clone(),
-                state: self.config.state.clone(),
-                fleet: self.config.fleet.clone(),
-                cert: self.cert.clone(),
-                handshake_timeout: self.config.handshake_timeout,
-                head_timeout: self.config.head_timeout,
-                handle: handle.clone(),
-                closing: closing.clone(),
-            };
-            opened.push((door.name(), handle, door.open(shared)?));
-        }
-        Ok(opened)
-    }
-
     /// The application state, for tests.
     pub fn app(&self) -> Arc<App> {
         self.app.clone()
     }
 
-    /// Serves on `listener` until `shutdown` resolves, then lets in-flight
-    /// requests finish for at most the configured grace period.
-    pub async fn serve(
-        self,
-        listener: std::net::TcpListener,
-        shutdown: impl Future<Output = ()> + Send + 'static,
-    ) -> std::io::Result<()> {
+    /// The store every request of the process shares (the admin
+    /// listener serves on it too).
+    pub fn store(&self) -> AsyncStore {
+        self.app.store.clone()
+    }
+
+    /// The certificate every port presents, replaced when a reload finds a new one.
+    pub fn cert(&self) -> Arc<CurrentCert> {
+        self.cert.clone()
+    }
+
+    /// What it was told, after the startup checks (a lowered connection cap).
+    pub fn config(&self) -> &ServeConfig {
+        &self.config
+    }
+
+    /// Lays out the state directory (checked by [`crate::prepare`], made
+    /// now that the ports are bound: a port in use leaves no tree behind).
+    pub async fn lay_out(&self) -> std::io::Result<()> {
         self.app
             .store
             .lay_out()
             .await
-            .map_err(|e| std::io::Error::other(format!("the state directory is not usable: {e}")))?;
+            .map_err(|e| std::io::Error::other(format!("the state directory is not usable: {e}")))
+    }
+
+    /// Serves on `listener`, the state laid out ([`Prepared::lay_out`]),
+    /// until `stop` begins; in-flight requests then get its grace period.
+    pub async fn serve(self, listener: std::net::TcpListener, stop: Stop) -> std::io::Result<()> {
         listener.set_nonblocking(true)?;
         let local = listener.local_addr()?;
         let acceptor = self.tls_acceptor()?;
         let background = self.start_background().await?;
-        let (closing, doors_closing) = tokio::sync::watch::channel(false);
-        let handle = axum_server::Handle::new();
-        let metrics_handle = axum_server::Handle::new();
-        let mut listeners = vec![("metrics", self.spawn_metrics(metrics_handle.clone())?)];
-        let mut handles = vec![handle.clone(), metrics_handle];
-        for (name, door_handle, serving) in self.open_doors(&doors_closing)? {
-            handles.push(door_handle);
-            listeners.push((name, Some(serving)));
-        }
-        tokio::spawn(stop_on(shutdown, self.config.shutdown_grace, closing, handles));
+        let metrics = self.spawn_metrics(stop.handle())?;
         let head_timeout = self.config.head_timeout;
         let failures = self.app.clone();
         let mut server = axum_server::from_tcp(listener)?
             .acceptor(acceptor)
             .accept_error_handler(move |peer, error| count_accept_error(&failures, peer.is_some(), error))
-            .handle(handle)
+            .handle(stop.handle())
             .http1_only()
             .first_request_timeout(head_timeout);
         server
@@ -179,32 +151,14 @@ impl Prepared {
         let app = self.app.clone();
         let served = server.serve(router(self.app).into_make_service_with_connect_info::<SocketAddr>()).await;
         background.stop(&app).await;
-        for (name, task) in listeners {
-            let Some(task) = task else { continue };
+        if let Some(task) = metrics {
             match task.await {
-                Ok(Err(e)) => tracing::error!(listener = name, cause = %e, "a listener failed"),
-                Err(e) => tracing::error!(listener = name, cause = %e, "a listener panicked"),
+                Ok(Err(e)) => tracing::error!(listener = "metrics", cause = %e, "a listener failed"),
+                Err(e) => tracing::error!(listener = "metrics", cause = %e, "a listener panicked"),
                 Ok(Ok(())) => {}
             }
         }
         served
-    }
-}
-
-/// Once `shutdown` resolves: no new connections on any listener, event
-/// streams ended (they would hold the grace period whole), and in-flight
-/// requests given `grace`.
-async fn stop_on(
-    shutdown: impl Future<Output = ()>,
-    grace: Duration,
-    closing: tokio::sync::watch::Sender<bool>,
-    handles: Vec<axum_server::Handle<SocketAddr>>,
-) {
-    shutdown.await;
-    tracing::info!(grace_secs = grace.as_secs(), "shutting down: no new connections");
-    let _ = closing.send(true);
-    for handle in handles {
-        handle.graceful_shutdown(Some(grace));
     }
 }
 

@@ -132,7 +132,7 @@ pub fn prepare(mut config: ServeConfig) -> Result<Prepared, StartupError> {
     if let Some(on_admitted) = &config.on_admitted {
         program::check_program("--on-admitted", &on_admitted.command)?;
     }
-    // Checked now, made once the port is bound (`Prepared::serve`): a port
+    // Checked now, made once the ports are bound (`Prepared::lay_out`): a port
     // in use leaves no state tree behind.
     Store::check_before_open(&config.state).map_err(StartupError::State)?;
     let store = AsyncStore::new(Store::for_server(&config.state).with_readmit_window(config.readmit_window));

@@ -111,9 +111,11 @@ impl Fixture {
     }
 }
 
-/// A server running in this test's runtime.
+/// A server running in this test's runtime (both listeners, as `serve` runs them).
 pub struct InProcess {
     pub addr: SocketAddr,
+    /// The admin listener's address, when it has one.
+    pub admin_addr: Option<SocketAddr>,
     pub app: std::sync::Arc<server::App>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -125,17 +127,25 @@ impl InProcess {
     }
 
     pub async fn start_on(config: ServeConfig, addr: SocketAddr) -> Self {
-        let prepared = server::prepare(config).expect("startup checks pass");
-        let listener = server::bind(&addr.to_string()).unwrap();
-        // As `serve` does once bound (here before the tests look at it).
-        prepared.app().store.lay_out().await.unwrap();
-        let app = prepared.app();
-        let addr = listener.local_addr().unwrap();
+        Self::start_with(config, None, addr).await
+    }
+
+    /// With the admin listener `admin` beside the nodes' port.
+    pub async fn start_with(
+        config: ServeConfig,
+        admin: Option<&janus_admin::listener::AdminApiConfig>,
+        addr: SocketAddr,
+    ) -> Self {
+        let checked = janus_registration::serving::prepare(config, admin).expect("startup checks pass");
+        let bound = checked.bind(&addr.to_string()).unwrap();
+        // As `serve` does before it serves (here before the tests look at it).
+        bound.app().store.lay_out().await.unwrap();
+        let (app, addr, admin_addr) = (bound.app(), bound.addr, bound.admin_addr);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(prepared.serve(listener, async move {
+        let task = tokio::spawn(bound.serve(async move {
             let _ = stopped.await;
         }));
-        InProcess { addr, app, stop: Some(stop), task: Some(task) }
+        InProcess { addr, admin_addr, app, stop: Some(stop), task: Some(task) }
     }
 
     pub async fn stop(mut self) {

@@ -126,7 +126,7 @@ fn declares_json(headers: &HeaderMap) -> bool {
 /// Says the framework's own error answers (they carry no [`Refused`]) again
 /// as the listener's documented refusal, their status kept.
 ///
-/// [`Refused`]: janus_endpoint::answer::Refused
+/// [`Refused`]: janus_listen::answer::Refused
 pub(crate) async fn framework_errors(request: Request, next: Next) -> Response {
     let path = request.uri().path().to_string();
     let response = next.run(request).await;
@@ -149,12 +149,12 @@ pub(crate) async fn framework_errors(request: Request, next: Next) -> Response {
 }
 
 /// Whether an error answer is already in the listener's shape: one of its
-/// refusals (which carry [`Refused`](janus_endpoint::answer::Refused)), or
+/// refusals (which carry [`Refused`](janus_listen::answer::Refused)), or
 /// a console page said with a refusal's status (a node's page after a
 /// refused decision). The framework's own are plain text or empty.
 fn is_ours(response: &Response) -> bool {
     let kind = response.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or_default();
-    janus_endpoint::answer::refused(response).is_some() || kind.starts_with("text/html")
+    janus_listen::answer::refused(response).is_some() || kind.starts_with("text/html")
 }
 
 /// The framework's answer `status` (with its `headers` and `text`) as one of ours.

@@ -27,7 +27,7 @@ use axum::routing::MethodRouter;
 use crate::credential::{Authenticated, Caller, Scope};
 use crate::error::{AdminError, Code, Surface};
 use crate::model::Actor;
-use janus_endpoint::answer::Refused;
+use janus_listen::answer::Refused;
 use janus_store::{AsyncStore, Store};
 
 pub(crate) mod layers;

@@ -1,14 +1,14 @@
 //! The admin listener's request spans: method, path and the credential's
 //! name. The line each request logs is the nodes' port's own (one trace
-//! layer for both listeners: [`janus_endpoint::routes::traced_with`]): its
+//! layer for both listeners: [`janus_listen::trace::traced_with`]): its
 //! status and time, and for a refusal what it said, its code first (for a
 //! fault, its cause).
 
 use crate::credential::Authenticated;
 
 /// The admin listener's trace layer.
-pub(crate) fn traced() -> janus_endpoint::routes::Traced<AdminSpan> {
-    janus_endpoint::routes::traced_with(AdminSpan)
+pub(crate) fn traced() -> janus_listen::trace::Traced<AdminSpan> {
+    janus_listen::trace::traced_with(AdminSpan)
 }
 
 /// A request's span: method, path and the credential's name (`-` for none).

@@ -110,3 +110,38 @@ where
         })
     }
 }
+
+/// A connection's service that hands each of its requests a clone of
+/// `value`, what its accept established (the admin listener's credential,
+/// read once from the handshake).
+#[derive(Clone)]
+pub struct Stamped<S, T> {
+    inner: S,
+    value: T,
+}
+
+impl<S, T> Stamped<S, T> {
+    /// `inner`, each request given `value`.
+    pub fn new(inner: S, value: T) -> Self {
+        Stamped { inner, value }
+    }
+}
+
+impl<S, T, B> tower_service::Service<axum::http::Request<B>> for Stamped<S, T>
+where
+    S: tower_service::Service<axum::http::Request<B>>,
+    T: Clone + Send + Sync + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut request: axum::http::Request<B>) -> S::Future {
+        request.extensions_mut().insert(self.value.clone());
+        self.inner.call(request)
+    }
+}

@@ -24,6 +24,8 @@ use prometheus_client::metrics::counter::Counter;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
+use crate::prefix::{network_key, source_key};
+
 /// Why a connection was closed at accept, before any handshake work.
 #[derive(Debug, thiserror::Error)]
 pub enum Refused {
@@ -49,15 +51,6 @@ impl Refused {
     /// The reason an accept error carries, if it is one of ours.
     pub fn of(error: &io::Error) -> Option<&Refused> {
         error.get_ref().and_then(|e| e.downcast_ref::<Refused>())
-    }
-}
-
-/// A network: an IPv4 /24 or an IPv6 /48 (a site's allocation), so one
-/// attacker's many addresses count together.
-pub fn network_key(ip: IpAddr) -> IpAddr {
-    match crate::limits::source_key(ip) {
-        IpAddr::V4(v4) => IpAddr::V4((u32::from(v4) & 0xffff_ff00).into()),
-        IpAddr::V6(v6) => IpAddr::V6((u128::from(v6) & !((1u128 << 80) - 1)).into()),
     }
 }
 
@@ -282,7 +275,7 @@ impl ConnectionCap {
     /// Admits a connection from `peer`, keeping `peek` (a second handle on
     /// the socket) to ask it whether it has spoken.
     fn admit_with(&self, peer: Option<IpAddr>, peek: Option<std::os::fd::OwnedFd>) -> Result<Slot, Refused> {
-        let peer = peer.map(|ip| (crate::limits::source_key(ip), network_key(ip)));
+        let peer = peer.map(|ip| (source_key(ip), network_key(ip)));
         let mut table = self.table.lock().unwrap_or_else(|e| e.into_inner());
         if let Some((source, network)) = peer {
             let over =

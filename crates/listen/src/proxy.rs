@@ -37,10 +37,7 @@ const PP2_TYPE_CRC32C: u8 = 0x03;
 
 /// A network whose peers are trusted to send the PROXY header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Trusted {
-    net: IpAddr,
-    prefix: u8,
-}
+pub struct Trusted(ipnet::IpNet);
 
 impl std::str::FromStr for Trusted {
     type Err = String;
@@ -48,48 +45,19 @@ impl std::str::FromStr for Trusted {
     /// An address (`10.0.0.5`) or a network (`10.0.0.0/8`, `fd00::/8`).
     fn from_str(text: &str) -> Result<Self, String> {
         let bad = || format!("{text:?} is not an address or a network such as 10.0.0.0/8");
-        let (address, prefix) = match text.split_once('/') {
-            Some((a, p)) => (a, Some(p.parse::<u8>().map_err(|_| bad())?)),
-            None => (text, None),
+        let net = match text.parse::<IpAddr>() {
+            Ok(address) => ipnet::IpNet::from(address),
+            Err(_) => text.parse::<ipnet::IpNet>().map_err(|_| bad())?,
         };
-        let net: IpAddr = address.parse().map_err(|_| bad())?;
-        let longest = if net.is_ipv4() { 32 } else { 128 };
-        let prefix = prefix.unwrap_or(longest);
-        if prefix > longest {
-            return Err(bad());
-        }
-        Ok(Trusted { net, prefix })
+        Ok(Trusted(net.trunc()))
     }
 }
 
 impl Trusted {
-    /// Whether `ip` is in this network.
+    /// Whether `ip` is in this network (an IPv4-mapped IPv6 peer as its IPv4 address).
     pub fn contains(&self, ip: IpAddr) -> bool {
-        match (self.net, ip.to_canonical()) {
-            (IpAddr::V4(net), IpAddr::V4(ip)) => {
-                masked(u32::from(net), self.prefix, 32) == masked(u32::from(ip), self.prefix, 32)
-            }
-            (IpAddr::V6(net), IpAddr::V6(ip)) => {
-                masked(u128::from(net), self.prefix, 128) == masked(u128::from(ip), self.prefix, 128)
-            }
-            _ => false,
-        }
+        self.0.contains(&ip.to_canonical())
     }
-}
-
-fn masked<T>(bits: T, prefix: u8, width: u32) -> T
-where
-    T: std::ops::Shl<u32, Output = T>
-        + std::ops::BitAnd<Output = T>
-        + std::ops::Not<Output = T>
-        + From<u8>
-        + Copy,
-{
-    if prefix == 0 {
-        return T::from(0);
-    }
-    let all = !T::from(0);
-    bits & (all << (width - u32::from(prefix)))
 }
 
 tokio::task_local! {
