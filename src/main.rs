@@ -87,7 +87,7 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Openapi => {
-            print(&serde_json::to_string_pretty(&janus_admin::api::openapi::document())?);
+            print(&serde_json::to_string_pretty(&janus_admin::api::document())?);
             Ok(ExitCode::SUCCESS)
         }
         Command::Manpage(args) => {

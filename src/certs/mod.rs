@@ -46,8 +46,10 @@ pub fn write_fleet(dir: &Path, fleet: &FleetMaterial) -> Result<(), MintError> {
 }
 
 pub mod args;
+mod files;
 pub mod p12;
 pub use args::{AdminArgs, AdminCaArgs, CertsCommand, ControllerArgs, FleetArgs, NodeCaArgs};
+pub use files::{read_minted, read_text};
 
 /// Runs a `certs` subcommand; the returned text is what it did, for stdout.
 pub fn run(command: &CertsCommand) -> Result<String, MintError> {
@@ -195,14 +197,4 @@ fn resign_bundle(dir: &Path, version: u64) -> Result<String, MintError> {
     pki::verify_bundle(&root_der, &bundle)?;
     write_atomic(&bundle_path, &bundle, 0o644)?;
     Ok(format!("re-signed {} at version {version}", bundle_path.display()))
-}
-
-/// A file's text; the error names the file.
-pub fn read_text(path: &Path) -> Result<String, MintError> {
-    std::fs::read_to_string(path).map_err(|e| MintError::Io(janus_core::durable::with_path(e, path)))
-}
-
-/// A certificate and key pair from two PEM files.
-pub fn read_minted(cert: &Path, key: &Path) -> Result<Minted, MintError> {
-    Ok(Minted { cert_pem: read_text(cert)?, key_pem: read_text(key)?.into() })
 }

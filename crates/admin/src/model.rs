@@ -292,6 +292,22 @@ pub fn token_prefix(prefix: &str) -> Result<String, AdminError> {
     Ok(prefix.to_lowercase())
 }
 
+/// The CA fingerprint of the last `pki: this node's CA: SHA-256 <hex>` line.
+pub fn console_fingerprint(log: &[u8]) -> Option<String> {
+    let text = String::from_utf8_lossy(log);
+    let mut last = None;
+    let mut rest = text.as_ref();
+    while let Some(at) = rest.find(CONSOLE_MARKER) {
+        let after = &rest[at + CONSOLE_MARKER.len()..];
+        let hex: String = after.chars().take(64).collect();
+        if janus_core::pki::is_hex(&hex, 64) {
+            last = Some(hex);
+        }
+        rest = after;
+    }
+    last
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -320,5 +336,17 @@ mod tests {
         assert_eq!(Actor::new(Surface::Console, "alice").audit_name(), "console (alice)");
         assert_eq!(Actor::new(Surface::Api, "orch").audit_name(), "api (orch)");
         assert_eq!(Actor::new(Surface::Command, "root").audit_name(), "command (root)");
+    }
+
+    #[test]
+    fn the_last_console_line_wins() {
+        let a = "a".repeat(64);
+        let b = "b".repeat(64);
+        let log = format!(
+            "[  1.0] pki: this node's CA: SHA-256 {a}\nnoise\n[ 9.0] pki: this node's CA: SHA-256 {b}\r\n"
+        );
+        assert_eq!(console_fingerprint(log.as_bytes()), Some(b));
+        assert_eq!(console_fingerprint(b"nothing"), None);
+        assert_eq!(console_fingerprint(b"pki: this node's CA: SHA-256 abc"), None);
     }
 }

@@ -7,11 +7,15 @@ use std::fmt::Write as _;
 
 use serde::{Deserialize, Serialize};
 
-use super::{Among, NodeView, Result, ca_sha256_of, console_fingerprint, find, view};
+use crate::error::Result;
 use crate::error::{AdminError, Code, Field, Hint, Surface};
+use crate::find::{Among, find};
+use crate::model::console_fingerprint;
 use crate::model::{Actor, Approve, ApproveCa, CONSOLE_MARKER, Check, Fingerprint, NodeFilter};
+use crate::state::view;
 use janus_core::pki;
 use janus_core::terminal::escape;
+use janus_store::view::{NodeView, ca_sha256_of};
 use janus_store::{Admitted, NodeId, NodeRecord, NodeState, Store};
 
 /// What `nodes approve`, `reject` and `forget` did: printed by the CLI,

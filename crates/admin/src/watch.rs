@@ -8,7 +8,7 @@
 //! names), through the trail's one follower ([`Follower`]: flat memory,
 //! each event once, a crash's repeat dropped).
 
-use super::Result;
+use crate::error::Result;
 use crate::error::Surface;
 use janus_store::Store;
 use janus_store::follow::{Follower, LOOK_EVERY};
@@ -56,7 +56,7 @@ pub async fn follow(
     let mut follower = Follower::since(since);
     loop {
         let looked = tokio::task::spawn_blocking(move || {
-            let decisions = super::open_state_to_read(&state)
+            let decisions = crate::state::open_state_to_read(&state)
                 .and_then(|store| next_events(&mut follower, &store, followed));
             (state, follower, decisions)
         })

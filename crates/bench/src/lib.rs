@@ -9,43 +9,7 @@
 //! it makes (`--approve-in`) go through the store as an admin command's
 //! do, durably and audited, by the user `janus-swarm`.
 
+mod error;
 pub mod swarm;
 
-use std::path::{Path, PathBuf};
-
-/// Why a swarm stopped, or could not start.
-#[derive(Debug, thiserror::Error)]
-pub enum SwarmError {
-    /// The endpoint cannot be reached as configured.
-    #[error(transparent)]
-    Http(#[from] janus_agent::http::HttpError),
-    /// Minting a simulated node's CA.
-    #[error(transparent)]
-    Mint(#[from] janus_core::pki::mint::MintError),
-    /// A file the command was given.
-    #[error("{}: {cause}", path.display())]
-    File {
-        /// The file.
-        path: PathBuf,
-        /// The underlying error.
-        cause: std::io::Error,
-    },
-    /// The state directory the swarm approves in (`--approve-in`).
-    #[error("approving in {}: {cause}", path.display())]
-    Approve {
-        /// The state directory.
-        path: PathBuf,
-        /// The store's refusal or failure.
-        cause: janus_store::StoreError,
-    },
-}
-
-impl SwarmError {
-    fn file(path: &Path) -> impl FnOnce(std::io::Error) -> SwarmError + '_ {
-        move |cause| SwarmError::File { path: path.to_path_buf(), cause }
-    }
-
-    fn approving(path: &Path) -> impl FnOnce(janus_store::StoreError) -> SwarmError + '_ {
-        move |cause| SwarmError::Approve { path: path.to_path_buf(), cause }
-    }
-}
+pub use error::SwarmError;

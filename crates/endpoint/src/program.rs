@@ -191,12 +191,24 @@ async fn kept(mut pipe: impl tokio::io::AsyncRead + Unpin) -> Vec<u8> {
     }
 }
 
+/// A program the server would run (`--admission-command`, `--on-admitted`) that cannot be.
+#[derive(Debug, thiserror::Error)]
+#[error("{flag} {}: {why}", program.display())]
+pub struct Unusable {
+    /// The flag that names it.
+    pub flag: &'static str,
+    /// The program.
+    pub program: std::path::PathBuf,
+    /// Why it cannot be run.
+    pub why: String,
+}
+
 /// Refuses a program that cannot be run, at startup rather than at its
 /// first admission: a path (with a `/`) must be an executable file; a bare
 /// name one in the kept `PATH`.
-pub fn check_program(flag: &'static str, program: &std::path::Path) -> Result<(), crate::StartupError> {
+pub fn check_program(flag: &'static str, program: &std::path::Path) -> Result<(), Unusable> {
     use std::os::unix::fs::PermissionsExt;
-    let refuse = |why: String| crate::StartupError::Program { flag, program: program.to_path_buf(), why };
+    let refuse = |why: String| Unusable { flag, program: program.to_path_buf(), why };
     let runnable = |path: &std::path::Path| {
         std::fs::metadata(path).map(|meta| meta.is_file() && meta.permissions().mode() & 0o111 != 0)
     };

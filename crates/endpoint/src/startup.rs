@@ -34,15 +34,8 @@ pub enum StartupError {
     #[error("TLS configuration: {0}")]
     Tls(rustls::Error),
     /// A program the server would run (`--admission-command`, `--on-admitted`) cannot be.
-    #[error("{flag} {}: {why}", program.display())]
-    Program {
-        /// The flag that names it.
-        flag: &'static str,
-        /// The program.
-        program: PathBuf,
-        /// Why it cannot be run.
-        why: String,
-    },
+    #[error(transparent)]
+    Program(#[from] program::Unusable),
 }
 
 impl From<rustls::Error> for StartupError {

@@ -46,6 +46,10 @@ pub const MAX_USES: u32 = 10_000;
 
 /// The ledger's directory: one marker per use of a token.
 pub const LEDGER_DIR: &str = "token-uses";
+
+/// In the ledger's directory: this state has had token metadata, so its
+/// loss (with its last good copy) is undecidable, never "no metadata".
+pub const METADATA_EXISTED: &str = "metadata-existed";
 /// The HMAC key that names a token's markers without the token.
 pub const KEY_FILE: &str = "token-uses.key";
 /// What a marker filled by `tokens revoke` holds instead of a node id.
@@ -452,7 +456,7 @@ impl Ledger {
         };
         for entry in entries {
             let entry = entry.map_err(|e| with_path(e, &self.dir))?;
-            if entry.file_name() != crate::tokens::METADATA_EXISTED {
+            if entry.file_name() != METADATA_EXISTED {
                 return Ok(true);
             }
         }

@@ -259,8 +259,8 @@ impl AsyncStore {
 
     /// The tokens tidier: one thread that batches blanking spent tokens,
     /// stopped and flushed when the returned guard is dropped.
-    pub fn start_tidier(&self) -> io::Result<super::tokens::Tidier> {
-        super::tokens::Tidier::start(self.store.clone())
+    pub fn start_tidier(&self) -> io::Result<crate::tidier::Tidier> {
+        crate::tidier::Tidier::start(self.store.clone())
     }
 }
 

@@ -12,4 +12,4 @@ pub use crate::credential::{Authenticated, Caller, NoPower, Scope};
 pub use crate::web::stream::{MAX_STREAMS, MAX_STREAMS_PER_CREDENTIAL};
 pub use crate::web::{MAX_WORK, Needs, Problem, REQUEST_DEADLINE};
 pub(crate) use routes::routes;
-pub use routes::table as route_table;
+pub use routes::{document, table as route_table};

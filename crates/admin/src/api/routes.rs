@@ -191,7 +191,12 @@ async fn decided(
 
 /// `GET /v1/openapi.json`: the API described (OpenAPI 3.1).
 async fn openapi() -> Json<serde_json::Value> {
-    Json(super::openapi::document())
+    Json(document())
+}
+
+/// The API's OpenAPI document, derived from its route table.
+pub fn document() -> serde_json::Value {
+    super::openapi::document_of(&table())
 }
 
 /// `GET /v1/events[?since=1h]`: Server-Sent Events, one per admission,
@@ -205,7 +210,7 @@ async fn events(
     for (_, value) in query::pairs(raw.as_deref(), &["since"])? {
         since = Some(wire::duration(&value, Field::Since)?);
     }
-    Ok(crate::web::stream::open(&state, &caller, since, crate::Followed::Decisions, None)?)
+    Ok(state.open_stream(&caller, since, crate::Followed::Decisions, None)?)
 }
 
 #[cfg(test)]

@@ -13,10 +13,10 @@ use axum::extract::{Path, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 
-use super::failed;
 use crate::credential::Caller;
 use crate::error::{AdminError, Code};
 use crate::web::AdminState;
+use crate::web::page_refusal as failed;
 
 const STYLESHEET: &str = include_str!("console.css");
 const SCRIPT: &str = include_str!("console.js");
@@ -43,6 +43,5 @@ pub async fn events(
     if let Err(why) = super::csrf::same_origin(&headers) {
         return failed(why);
     }
-    crate::web::stream::open(&state, &caller, None, crate::Followed::Kinds, Some("changed"))
-        .unwrap_or_else(failed)
+    state.open_stream(&caller, None, crate::Followed::Kinds, Some("changed")).unwrap_or_else(failed)
 }

@@ -7,47 +7,16 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
-use axum::response::sse::{Event, KeepAlive, Sse};
-use axum::response::{IntoResponse, Response};
+use axum::response::sse::Event;
 use serde_json::Value;
 
-use super::AdminState;
-use crate::credential::Caller;
 use crate::error::{AdminError, Code};
 
 /// Event streams open at once, at most.
 pub const MAX_STREAMS: usize = 8;
 /// Of them, held by one credential: one reader cannot take them all.
 pub const MAX_STREAMS_PER_CREDENTIAL: usize = 2;
-
-/// An event stream of what `followed` says, in one of the credential's
-/// stream slots (503 when none is free), its events named by their kind
-/// or all `name`; it ends when the reader goes or the server stops.
-pub(crate) fn open(
-    state: &AdminState,
-    caller: &Caller,
-    since: Option<Duration>,
-    followed: crate::Followed,
-    name: Option<&'static str>,
-) -> Result<Response, AdminError> {
-    let slot = state.streams.take(&caller.name)?;
-    let (sender, receiver) = tokio::sync::mpsc::channel::<Value>(64);
-    let mut closing = state.closing.clone();
-    let state = state.state.clone();
-    tokio::spawn(async move {
-        let _slot = slot;
-        // The server stopping ends the stream (its sender dropped), so a
-        // shutdown does not wait out its grace on open streams.
-        tokio::select! {
-            () = crate::follow(state.as_ref().clone(), since, sender, followed) => {}
-            _ = closing.wait_for(|closed| *closed) => {}
-        }
-    });
-    let stream = Received { receiver, name };
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(Duration::from_secs(15))).into_response())
-}
 
 /// Open event streams, by credential name.
 #[derive(Default)]
@@ -62,7 +31,7 @@ pub(crate) struct StreamSlot {
 }
 
 impl StreamSlots {
-    fn take(self: &Arc<Self>, name: &str) -> Result<StreamSlot, AdminError> {
+    pub(crate) fn take(self: &Arc<Self>, name: &str) -> Result<StreamSlot, AdminError> {
         let mut open = self.open.lock().unwrap_or_else(|e| e.into_inner());
         if open.values().sum::<usize>() >= MAX_STREAMS {
             return Err(AdminError::new(
@@ -98,9 +67,9 @@ impl Drop for StreamSlot {
 
 /// The events a follower sends, as a stream of events named by their
 /// kind, or all by one name.
-struct Received {
-    receiver: tokio::sync::mpsc::Receiver<Value>,
-    name: Option<&'static str>,
+pub(crate) struct Received {
+    pub(crate) receiver: tokio::sync::mpsc::Receiver<Value>,
+    pub(crate) name: Option<&'static str>,
 }
 
 impl futures_core::Stream for Received {

@@ -27,9 +27,7 @@ use super::{META_GOOD_FILE, Tokens};
 use janus_core::durable::{with_path, write_atomic};
 use janus_core::pki::sha256_hex;
 
-/// In the ledger's directory: this state has had token metadata, so its
-/// loss (with its last good copy) is undecidable, never "no metadata".
-pub const METADATA_EXISTED: &str = "metadata-existed";
+use crate::ledger::METADATA_EXISTED;
 
 pub use crate::error::MetaUnreadable;
 pub use crate::ledger::MAX_USES;

@@ -39,13 +39,11 @@ mod tidier;
 
 use file::{Listed, ends_with_newline};
 pub use file::{is_separator, parse};
-pub(crate) use meta::METADATA_EXISTED;
 use meta::MetaCache;
 pub use meta::{
     MAX_DESCRIPTION, MAX_LABEL_KEY, MAX_LABEL_VALUE, MAX_LABELS, MAX_USES, MetaUnreadable, TokenMeta,
     labels_refusal,
 };
-pub use tidier::Tidier;
 
 use super::AuditEvent;
 use super::audit::{Audit, token_fingerprint};
@@ -129,7 +127,7 @@ pub struct Tokens {
     /// Spent tokens waiting for their bytes to be blanked, when a tidier
     /// thread runs (the server); `None`: blanked by the caller.
     tidy: Mutex<Option<Vec<String>>>,
-    tidy_wake: Condvar,
+    pub(crate) tidy_wake: Condvar,
 }
 
 impl Tokens {

@@ -1,67 +1,14 @@
-//! Blanking spent tokens in `DIR/tokens`, batched: while a [`Tidier`] runs
-//! (the server), a spent token is queued and a thread of its own blanks
-//! each batch with one `fsync`; otherwise (admin commands) it is blanked at
-//! once. Blanking is cosmetic — the ledger decides whether a use is spent —
-//! so its failures are logged, not returned.
-//!
-//! Invariants: the [`Tidier`] guard owns the thread; dropping it stops the
-//! thread, blanks what is still queued and turns batching off, so no spent
-//! token stays listed after a clean shutdown.
+//! Blanking spent tokens in `DIR/tokens`, batched: while the store's
+//! tidier runs (`crate::tidier`, the server), a spent token is queued and
+//! that thread blanks each batch with one `fsync`; otherwise (admin
+//! commands) it is blanked at once. Blanking is cosmetic — the ledger
+//! decides whether a use is spent — so its failures are logged, not
+//! returned.
 
-use std::io;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use super::{TokenMeta, Tokens};
-use crate::Store;
 use janus_core::pki::sha256_hex;
-
-/// How long the tidier waits for spent tokens before looking again.
-const TIDY_WAIT: Duration = Duration::from_millis(500);
-
-/// The tidier thread, running until dropped.
-pub struct Tidier {
-    store: Arc<Store>,
-    stop: Arc<AtomicBool>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Tidier {
-    /// Starts the thread: from now on [`Tokens::spent`] queues.
-    pub fn start(store: Arc<Store>) -> io::Result<Tidier> {
-        store.tokens.start_batching();
-        let stop = Arc::new(AtomicBool::new(false));
-        let (running, stopping) = (store.clone(), stop.clone());
-        let thread = std::thread::Builder::new().name("tokens-tidier".into()).spawn(move || {
-            while !stopping.load(Ordering::Acquire) {
-                // Under a state format this binary does not know, nothing is written.
-                if running.format_refusal().is_some() {
-                    std::thread::sleep(TIDY_WAIT);
-                    continue;
-                }
-                let turn = std::panic::AssertUnwindSafe(|| running.tokens.tidy_turn(TIDY_WAIT));
-                if std::panic::catch_unwind(turn).is_err() {
-                    tracing::error!(
-                        "the tokens tidier panicked; the next maintenance pass blanks what it left"
-                    );
-                }
-            }
-        })?;
-        Ok(Tidier { store, stop, thread: Some(thread) })
-    }
-}
-
-impl Drop for Tidier {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::Release);
-        self.store.tokens.tidy_wake.notify_all();
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-        self.store.tokens.flush_tidy();
-    }
-}
 
 impl Tokens {
     /// Called once every use of `token` is spent: its bytes in `tokens` are
@@ -88,7 +35,7 @@ impl Tokens {
     }
 
     /// From now on [`Tokens::spent`] queues for the tidier instead of blanking.
-    pub(super) fn start_batching(&self) {
+    pub(crate) fn start_batching(&self) {
         let mut queue = self.tidy.lock().unwrap_or_else(|e| e.into_inner());
         if queue.is_none() {
             *queue = Some(Vec::new());
@@ -97,7 +44,7 @@ impl Tokens {
 
     /// One turn of the tidier thread: waits up to `wait` for spent tokens,
     /// then blanks them as one batch (one `fsync`).
-    pub(super) fn tidy_turn(&self, wait: Duration) {
+    pub(crate) fn tidy_turn(&self, wait: Duration) {
         let batch = {
             let mut queue = self.tidy.lock().unwrap_or_else(|e| e.into_inner());
             if queue.as_ref().is_some_and(Vec::is_empty) {
@@ -116,7 +63,7 @@ impl Tokens {
     /// Blanks what the tidier has queued and not done yet, and turns
     /// batching off: at shutdown, so a stopped server leaves no spent token
     /// listed.
-    pub(super) fn flush_tidy(&self) {
+    pub(crate) fn flush_tidy(&self) {
         let batch = self.tidy.lock().unwrap_or_else(|e| e.into_inner()).take();
         if let Some(batch) = batch.filter(|b| !b.is_empty())
             && let Err(e) = self.blank_spent(&batch)
