@@ -71,7 +71,6 @@ async fn announce_or_refuse(
         return Err(full());
     }
     let trust = app.trust();
-    let token = announcement.registration_token.expose_secret().to_string();
     let record = NodeRecord {
         id: NodeId::generate(),
         name: announcement.name,
@@ -92,7 +91,8 @@ async fn announce_or_refuse(
     // The whole admission in one hand-off to the blocking pool:
     // [`janus_store::admission`] orders its writes so that a crash or a
     // full disk leaves all of it or none.
-    let admission = app.store.announce(record, token, trust.fleet.bundle_version, room).await?;
+    let admission =
+        app.store.announce(record, announcement.registration_token, trust.fleet.bundle_version, room).await?;
     match admission.outcome {
         Outcome::NoRoom => return Err(full()),
         // The admission command decides on every announcement that did not

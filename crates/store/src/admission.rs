@@ -40,9 +40,11 @@
 
 use std::io;
 
-use super::audit::token_fingerprint;
+use secrecy::SecretString;
+
 use super::error::{StoreError, StoreResult};
 use super::ledger::{Holder, Mac};
+use super::presented::Presented;
 use super::tokens::Offer;
 use super::{AuditEvent, DecidedBy, NodeId, NodeRecord, Store};
 use janus_core::durable;
@@ -102,11 +104,13 @@ impl Store {
     pub fn announce(
         &self,
         record: NodeRecord,
-        token: &str,
+        token: SecretString,
         bundle_version: u64,
         room: bool,
     ) -> StoreResult<Admission> {
-        let admission = self.store_announcement(record, token, bundle_version, room);
+        let admission = Presented::new(token, &self.tokens.ledger)
+            .map_err(StoreError::from)
+            .and_then(|token| self.store_announcement(record, token.as_ref(), bundle_version, room));
         self.note_writes(&admission);
         admission
     }
@@ -114,38 +118,38 @@ impl Store {
     fn store_announcement(
         &self,
         mut record: NodeRecord,
-        token: &str,
+        token: Option<&Presented>,
         bundle_version: u64,
         room: bool,
     ) -> StoreResult<Admission> {
         let id = record.id.clone();
         // Before any token: a rejected CA spends no use.
-        if let Some(answer) = self.answer_for_rejected_ca(&record, token, room)? {
+        if let Some(answer) = self.answer_for_rejected_ca(&record, token.is_some(), room)? {
             return Ok(answer);
         }
-        if !token.is_empty() {
-            // Looked for even when the token is no longer listed: its last
-            // use blanked it from the file.
-            let mac = self.tokens.ledger.mac(token)?;
-            if let Some(earlier) = self.holder_with_same_ca(&mac, &record)?
-                && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
-            {
-                return Ok(admission);
-            }
+        let Some(token) = token else {
+            return self.pending_without_a_use(record, None, bundle_version, room);
+        };
+        // Looked for even when the token is no longer listed: its last
+        // use blanked it from the file.
+        if let Some(earlier) = self.holder_with_same_ca(token.mac(), &record)?
+            && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
+        {
+            return Ok(admission);
         }
-        let offer = self.tokens.offer(token)?;
+        let offer = self.tokens.offer_presented(token)?;
         if let Offer::Unreadable(why) = offer {
             // Fail closed, and the node retries later (503): stored as
             // pending it would drop its token.
             return Err(StoreError::TokenMeta(why));
         }
         let Offer::Valid { mac, uses, labels } = offer else {
-            return self.pending_without_a_use(record, token, bundle_version, room);
+            return self.pending_without_a_use(record, Some(token), bundle_version, room);
         };
         record.token_claim = Some(mac.as_str().to_string());
         // In the claim, so a recovery finishes with them; a node left
         // pending (every use spent) keeps them too: the token it presented.
-        record.token_sha256_prefix = Some(token_fingerprint(token));
+        record.token_sha256_prefix = Some(token.fingerprint().to_string());
         record.token_labels = labels;
         // Whole but not yet durable: the claim makes it so, with its marker.
         let claim_path = self.write_claim(&record)?;
@@ -163,23 +167,22 @@ impl Store {
     fn pending_without_a_use(
         &self,
         record: NodeRecord,
-        token: &str,
+        token: Option<&Presented>,
         bundle_version: u64,
         room: bool,
     ) -> StoreResult<Admission> {
-        if !token.is_empty() {
-            let mac = self.tokens.ledger.mac(token)?;
-            if let Some(earlier) = self.recent_holder_with_same_ca(&mac, &record, super::tokens::MAX_USES)?
-                && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
-            {
-                return Ok(admission);
-            }
+        if let Some(token) = token
+            && let Some(earlier) =
+                self.recent_holder_with_same_ca(token.mac(), &record, super::tokens::MAX_USES)?
+            && let Some(admission) = self.readmit(earlier, &record, token, bundle_version)?
+        {
+            return Ok(admission);
         }
         if !room {
             return Ok(Admission { id: record.id, outcome: Outcome::NoRoom });
         }
         self.write_record(&record)?;
-        self.audit.record(announced(&record, !token.is_empty()))?;
+        self.audit.record(announced(&record, token.is_some()))?;
         Ok(Admission { id: record.id, outcome: Outcome::Pending })
     }
 
@@ -193,7 +196,7 @@ impl Store {
     fn pending_with_every_use_spent(
         &self,
         record: &NodeRecord,
-        token: &str,
+        token: &Presented,
         spent: SpentClaim<'_>,
         bundle_version: u64,
         room: bool,
@@ -206,7 +209,7 @@ impl Store {
             return Ok(admission);
         }
         if self.tokens.ledger.spent_for_good(spent.mac, spent.uses)? {
-            self.tokens.spent(token);
+            self.tokens.spent(token.expose());
         } else {
             self.tokens.sweep_later();
         }
@@ -228,7 +231,7 @@ impl Store {
     fn answer_for_rejected_ca(
         &self,
         record: &NodeRecord,
-        token: &str,
+        token_presented: bool,
         room: bool,
     ) -> StoreResult<Option<Admission>> {
         let Some(ca) = record.ca_sha256.clone() else { return Ok(None) };
@@ -243,7 +246,7 @@ impl Store {
         }
         if self.first_of_burst(&ca) {
             self.audit.record_all(&[
-                announced(record, !token.is_empty()),
+                announced(record, token_presented),
                 AuditEvent::Rejected {
                     id: record.id.clone(),
                     by: DecidedBy::RejectedCa,
@@ -262,7 +265,7 @@ impl Store {
     fn claim_a_use(
         &self,
         record: &mut NodeRecord,
-        token: &str,
+        token: &Presented,
         mac: &Mac,
         uses: u32,
         claim_path: &std::path::Path,
@@ -274,7 +277,7 @@ impl Store {
                 continue;
             }
             stall_after_claim();
-            if let Err(e) = self.finish(record, token, Some(bundle_version)) {
+            if let Err(e) = self.finish(record, Some(token), Some(bundle_version)) {
                 // Past the commit point: no undo (another process may
                 // finish it meanwhile); the node's retry or recovery does.
                 tracing::error!(
@@ -289,7 +292,7 @@ impl Store {
             // be unfinished (another admission of this token).
             if n == uses {
                 if uses == 1 || self.tokens.ledger.spent_for_good(mac, uses)? {
-                    self.tokens.spent(token);
+                    self.tokens.spent(token.expose());
                 } else {
                     self.tokens.sweep_later();
                 }
@@ -324,7 +327,7 @@ impl Store {
                     // node announces again, however late (the mark lifts the
                     // readmit window for it, once).
                     record.admission_unanswered = true;
-                    self.finish(&mut record, "", None)?;
+                    self.finish(&mut record, None, None)?;
                     self.remove_claim(id);
                     tracing::warn!(node = %id, "finished a token admission a crash had cut short");
                     return Ok(true);
@@ -375,7 +378,12 @@ impl Store {
     /// record without approval is read by every maintenance pass; a crash
     /// anywhere before is finished by a recovery, which writes all again). `delivering` is the bundle version
     /// the answer carries, `None` when no answer goes out (a recovery).
-    fn finish(&self, record: &mut NodeRecord, token: &str, delivering: Option<u64>) -> StoreResult<()> {
+    fn finish(
+        &self,
+        record: &mut NodeRecord,
+        token: Option<&Presented>,
+        delivering: Option<u64>,
+    ) -> StoreResult<()> {
         let id = record.id.clone();
         if !self.is_unfinished(&id)? {
             // Another process finished it while this one stalled: what it
@@ -388,7 +396,7 @@ impl Store {
             let prefix = record
                 .token_sha256_prefix
                 .clone()
-                .or_else(|| (!token.is_empty()).then(|| token_fingerprint(token)));
+                .or_else(|| token.map(|token| token.fingerprint().to_string()));
             super::Admitted {
                 token_labels: record.token_labels.clone(),
                 ..super::Admitted::by_token(id.clone(), prefix)
@@ -473,12 +481,12 @@ impl Store {
         &self,
         mut earlier: NodeRecord,
         fresh: &NodeRecord,
-        token: &str,
+        token: &Presented,
         bundle_version: u64,
     ) -> StoreResult<Option<Admission>> {
         let id = earlier.id.clone();
         if self.is_unfinished(&id)? {
-            self.finish(&mut earlier, token, Some(bundle_version))?;
+            self.finish(&mut earlier, Some(token), Some(bundle_version))?;
             self.remove_claim(&id);
         } else if !(self.within_readmit_window(&earlier) || earlier.admission_unanswered)
             || !self.approved_now(&id)?
@@ -492,7 +500,7 @@ impl Store {
         self.audit.record(AuditEvent::Readmitted {
             id: earlier.id.clone(),
             by: DecidedBy::Token,
-            token_sha256_prefix: token_fingerprint(token),
+            token_sha256_prefix: token.fingerprint().to_string(),
             peer_address: fresh.peer_address.clone(),
             address: fresh.address.clone(),
             ca_sha256: fresh.ca_sha256.clone(),
@@ -504,10 +512,9 @@ impl Store {
         // left to the sweep, which reads both files under the lock — taking
         // it for a one-use token would blank it and drop the metadata of
         // its other uses (found by the randomized adversary).
-        let mac = self.tokens.ledger.mac(token)?;
-        match self.tokens.offer(token)? {
-            Offer::Valid { uses, .. } if self.tokens.ledger.spent_for_good(&mac, uses)? => {
-                self.tokens.spent(token)
+        match self.tokens.offer_presented(token)? {
+            Offer::Valid { uses, .. } if self.tokens.ledger.spent_for_good(token.mac(), uses)? => {
+                self.tokens.spent(token.expose())
             }
             _ => self.tokens.sweep_later(),
         }

@@ -237,9 +237,12 @@ fn without_time(event: &Value) -> String {
     event.to_string()
 }
 
+/// How many hex digits of a token's SHA-256 are its fingerprint.
+pub const FINGERPRINT_DIGITS: usize = 12;
+
 /// How a token appears in the audit trail and listings: never itself.
 pub fn token_fingerprint(token: &str) -> String {
-    janus_core::pki::sha256_hex(token.as_bytes())[..12].to_string()
+    janus_core::pki::sha256_hex(token.as_bytes())[..FINGERPRINT_DIGITS].to_string()
 }
 
 /// Whether `name` may name an admin in the audit trail: 1 to 64 letters,

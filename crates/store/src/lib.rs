@@ -53,6 +53,7 @@ pub mod maintain;
 pub mod migrate;
 pub mod on_pool;
 pub mod poll;
+mod presented;
 pub mod tokens;
 pub mod view;
 
@@ -66,6 +67,7 @@ pub use event::{Admitted, AdmittedBy, AuditEvent, DecidedBy};
 pub use id::NodeId;
 pub use janus_core::durable::write_atomic;
 pub use on_pool::{AsyncStore, HEALTH_STALL};
+pub use presented::Presented;
 pub use tokens::Tokens;
 
 pub use record::{DecisionNote, NodeRecord, NodeState, Pending, Unhealthy};

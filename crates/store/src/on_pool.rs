@@ -131,11 +131,11 @@ impl AsyncStore {
     pub async fn announce(
         &self,
         record: NodeRecord,
-        token: String,
+        token: secrecy::SecretString,
         bundle_version: u64,
         room: bool,
     ) -> Result<Admission, StoreError> {
-        self.on_pool(move |store| store.announce(record, &token, bundle_version, room)).await
+        self.on_pool(move |store| store.announce(record, token, bundle_version, room)).await
     }
 
     /// [`Store::poll`]: its reads where they stand when they cannot hang;

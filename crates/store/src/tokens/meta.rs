@@ -39,8 +39,13 @@ impl Tokens {
     /// broken and the token had metadata in its last good copy, or there
     /// is no good copy at all.
     pub(super) fn meta_in_force(&self, token: &str) -> (TokenMeta, Option<MetaUnreadable>) {
+        self.meta_in_force_of(&sha256_hex(token.as_bytes()))
+    }
+
+    /// [`Tokens::meta_in_force`] of the token whose SHA-256 (hex) is `sha256`.
+    pub(super) fn meta_in_force_of(&self, sha256: &str) -> (TokenMeta, Option<MetaUnreadable>) {
         let meta = self.meta_snapshot();
-        let entry = meta.get(&sha256_hex(token.as_bytes())).cloned();
+        let entry = meta.get(sha256).cloned();
         let cache = self.meta.lock().unwrap_or_else(|e| e.into_inner());
         let unreadable = match &cache.error {
             Some(why) if !cache.known || entry.is_some() => Some(MetaUnreadable(why.clone())),

@@ -10,6 +10,7 @@ use serde::Serialize;
 
 use super::metadata::{MetaCache, MetaUnreadable, TokenMeta};
 use super::words::{Listed, ends_with_newline};
+use crate::presented::Presented;
 
 use crate::AuditEvent;
 use crate::audit::{Audit, token_fingerprint};
@@ -111,29 +112,36 @@ impl Tokens {
         }
     }
 
-    /// What `token` is worth now: the file as it is (re-read when it
-    /// changed) and the metadata's expiry and uses.
-    pub fn offer(&self, token: &str) -> crate::StoreResult<Offer> {
-        if token.is_empty() {
-            return Ok(Offer::Unknown);
+    /// [`Tokens::offer_presented`] of `token` as a node would present it:
+    /// for tests, which name tokens by their text.
+    #[cfg(test)]
+    pub(crate) fn offer(&self, token: &str) -> crate::StoreResult<Offer> {
+        match Presented::new(secrecy::SecretString::from(token), &self.ledger)? {
+            Some(token) => self.offer_presented(&token),
+            None => Ok(Offer::Unknown),
         }
+    }
+
+    /// What the presented `token` is worth now: the file as it is
+    /// (re-read when it changed) and the metadata's expiry and uses; its
+    /// MAC and hash as it carries them, none computed again.
+    pub fn offer_presented(&self, token: &Presented) -> crate::StoreResult<Offer> {
         // Unreadable (EACCES, EIO, past its size bound): refused, never "not listed".
         self.refresh().map_err(|e| crate::error::Undecidable::refuse("whether this token is listed", &e))?;
-        if !self.listed().tokens.contains_key(token) {
+        if !self.listed().tokens.contains_key(token.expose()) {
             return Ok(Offer::Unknown);
         }
-        let (meta, unreadable) = self.meta_in_force(token);
+        let (meta, unreadable) = self.meta_in_force_of(token.sha256());
         if let Some(why) = unreadable {
             return Ok(Offer::Unreadable(why));
         }
         if meta.expired(now_unix()) {
             return Ok(Offer::Expired);
         }
-        let mac = self.ledger.mac(token)?;
-        if self.ledger.is_revoked(&mac)? {
+        if self.ledger.is_revoked(token.mac())? {
             return Ok(Offer::Revoked);
         }
-        Ok(Offer::Valid { mac, uses: meta.total_uses(), labels: meta.labels })
+        Ok(Offer::Valid { mac: token.mac().clone(), uses: meta.total_uses(), labels: meta.labels })
     }
 
     /// Blanks spent tokens and those expired at `now` (Unix seconds: the
