@@ -262,12 +262,12 @@ impl RevokeArgs {
 /// digits, '.', '_', '-' or '@'), else the user running it.
 pub fn actor_here(acting_for: Option<&str>) -> Result<Actor, AdminError> {
     match acting_for {
-        Some(name) if janus_store::audit::is_admin_name(name) => Ok(Actor::new(Surface::Command, name)),
+        Some(name) if janus_store::is_admin_name(name) => Ok(Actor::new(Surface::Command, name)),
         Some(_) => Err(AdminError::new(
             Code::InvalidRequest,
             "--as must be 1 to 64 letters, digits, '.', '_', '-' or '@' (an admin's name)",
         )),
-        None => Ok(Actor::new(Surface::Command, janus_store::audit::current_user())),
+        None => Ok(Actor::new(Surface::Command, janus_store::current_user())),
     }
 }
 

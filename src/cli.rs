@@ -35,13 +35,13 @@ fn parse_listen(s: &str) -> Result<String, String> {
 }
 
 use crate::certs;
-use janus_endpoint::limits::LimitsConfig;
-use janus_endpoint::on_admitted::OnAdmittedConfig;
-use janus_endpoint::policy::{DEFAULT_QUEUE, PolicyConfig};
+use janus_endpoint::LimitsConfig;
+use janus_endpoint::OnAdmittedConfig;
 use janus_endpoint::{
     DEFAULT_LISTEN, DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_NETWORK,
     DEFAULT_MAX_CONNECTIONS_PER_SOURCE, ServeConfig,
 };
+use janus_endpoint::{DEFAULT_QUEUE, PolicyConfig};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -95,7 +95,7 @@ mod tests {
             Box::new(janus_agent::http::HttpError::Connect { url: "https://x/".into(), cause: io() }),
             Box::new(janus_core::pki::PkiError::Read { path: "/p".into(), cause: io() }),
             Box::new(janus_core::pki::mint::MintError::from(io())),
-            Box::new(janus_endpoint::error::ApiError::Internal(io())),
+            Box::new(janus_endpoint::ApiError::Internal(io())),
             Box::new(janus_endpoint::StartupError::State(io().into())),
             Box::new(janus_endpoint::StartupError::Fleet {
                 dir: "/fleet".into(),

@@ -128,7 +128,7 @@ pub fn run(command: &CertsCommand) -> Result<String, MintError> {
 /// `certs admin`: a credential named `name` with its scopes, refused
 /// unless the audit trail can carry the name.
 fn mint_admin_credential(args: &AdminArgs) -> Result<String, MintError> {
-    if !janus_store::audit::is_admin_name(&args.name) {
+    if !janus_store::is_admin_name(&args.name) {
         return Err(MintError::Invalid(format!(
             "--name {:?}: an admin's name is 1 to 64 letters, digits, '.', '_', '-' or '@' (the audit trail names it)",
             janus_core::terminal::escape(&args.name)

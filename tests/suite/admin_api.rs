@@ -16,7 +16,7 @@ use serde_json::json;
 use crate::common::*;
 
 /// A server with the admin API on, trusting `admin_ca`; its admin address.
-pub async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, SocketAddr) {
+pub(crate) async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, SocketAddr) {
     let ca_file = fx.dir.path().join("admin-ca.crt");
     std::fs::write(&ca_file, &admin_ca.cert_pem).unwrap();
     let admin = AdminApiConfig { listen: "127.0.0.1:0".parse().unwrap(), ca: ca_file };
@@ -25,12 +25,12 @@ pub async fn with_admin_api(fx: &Fixture, admin_ca: &Minted) -> (InProcess, Sock
     (server, admin)
 }
 
-pub fn credential(ca: &Minted, name: &str, scopes: &[Scope]) -> Minted {
+pub(crate) fn credential(ca: &Minted, name: &str, scopes: &[Scope]) -> Minted {
     let now = janus_core::clock::now_utc();
     valid_credential(ca, name, scopes, now - time::Duration::minutes(5), now + time::Duration::days(1))
 }
 
-pub fn valid_credential(
+pub(crate) fn valid_credential(
     ca: &Minted,
     name: &str,
     scopes: &[Scope],
@@ -41,7 +41,7 @@ pub fn valid_credential(
     certs::mint_admin(ca, name, &uris, from, to).unwrap()
 }
 
-pub fn client(fx: &Fixture, admin: SocketAddr, credential: &Minted) -> AdminClient {
+pub(crate) fn client(fx: &Fixture, admin: SocketAddr, credential: &Minted) -> AdminClient {
     AdminClient::new(
         &format!("https://{admin}"),
         fx.fleet.root.cert_pem.as_bytes(),

@@ -159,7 +159,7 @@ async fn every_console_form_refuses_a_request_without_its_csrf_token() {
     let (_, _, _) = announce(&nodes, "web-1", &certs::mint_node_ca("web-1").unwrap(), "").await;
     let id = pending_id(&fx, admin, &admin_ca, "web-1").await;
     let token = add_token(&fx.state(), &[]);
-    let prefix = janus_store::audit::token_fingerprint(&token);
+    let prefix = janus_store::token_fingerprint(&token);
     let mut browser = Browser::new(&fx, admin, &credential(&admin_ca, "alice", &Scope::ALL));
     let csrf = field(&browser.get(&format!("/console/nodes/{id}")).await.text(), "csrf");
     let tokens_page = browser.get("/console/tokens").await.text();
@@ -484,7 +484,7 @@ async fn no_one_click_mistakes_and_an_undo_for_a_rejection() {
     assert!(!fx.state().join("rejected-cas").join(&hash).exists(), "the CA's rejection lifted");
     // Revoke: a second step too.
     let token = add_token(&fx.state(), &[]);
-    let prefix = janus_store::audit::token_fingerprint(&token);
+    let prefix = janus_store::token_fingerprint(&token);
     let tokens = browser.get("/console/tokens").await.text();
     let revoke = format!("/console/tokens/{prefix}/revoke");
     assert!(tokens.contains(&format!("method=\"get\" action=\"{revoke}\"")), "{tokens}");

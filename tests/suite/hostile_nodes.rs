@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::common::*;
-use janus_endpoint::policy::PolicyConfig;
+use janus_endpoint::PolicyConfig;
 use janus_registration::certs::{self, Minted};
 
 const ESCAPE: char = '\x1b';
@@ -58,7 +58,7 @@ async fn unicode_line_breaks_and_invisible_marks_never_reach_an_admin_raw() {
 }
 
 /// A CA whose subject says what an attacker wants, valid or not.
-pub fn crafted_ca(common_name: &str, expired: bool) -> Minted {
+pub(crate) fn crafted_ca(common_name: &str, expired: bool) -> Minted {
     let key = rcgen::KeyPair::generate().unwrap();
     let mut params = rcgen::CertificateParams::new(vec![]).unwrap();
     params.distinguished_name.push(rcgen::DnType::CommonName, common_name);

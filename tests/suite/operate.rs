@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use base64::Engine;
-use janus_endpoint::policy::PolicyConfig;
+use janus_endpoint::PolicyConfig;
 use janus_registration::certs;
 
 #[tokio::test]

@@ -438,7 +438,7 @@ fn runs(out: &std::path::Path) -> Vec<serde_json::Value> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_admitted_runs_once_per_admission_on_one_replica_with_the_node() {
-    use janus_endpoint::on_admitted::OnAdmittedConfig;
+    use janus_endpoint::OnAdmittedConfig;
     let fx = laid_out();
     let out = fx.dir.path().join("runs");
     let mut config = fx.config();
@@ -487,7 +487,7 @@ async fn on_admitted_runs_once_per_admission_on_one_replica_with_the_node() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hanging_on_admitted_program_is_killed_and_the_node_stays_admitted() {
-    use janus_endpoint::on_admitted::OnAdmittedConfig;
+    use janus_endpoint::OnAdmittedConfig;
     let fx = laid_out();
     let out = fx.dir.path().join("runs");
     let mut config = fx.config();
@@ -520,7 +520,7 @@ async fn a_hanging_on_admitted_program_is_killed_and_the_node_stays_admitted() {
 /// (the claim is named by the event but for its time).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crash_repeated_admission_runs_the_program_once() {
-    use janus_endpoint::on_admitted::OnAdmittedConfig;
+    use janus_endpoint::OnAdmittedConfig;
     let fx = laid_out();
     let out = fx.dir.path().join("runs");
     let mut config = fx.config();

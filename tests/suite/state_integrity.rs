@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use crate::common::*;
 use janus_registration::certs::{self, Minted};
-use janus_store::ledger::{LEDGER_DIR, Ledger};
+use janus_store::{LEDGER_DIR, Ledger};
 use janus_store::{NodeId, NodeRecord, Store};
 
 /// Every use in the ledger belongs to a whole admission, and every token
@@ -486,7 +486,7 @@ async fn a_planted_link_is_never_written_through() {
     let victim = fx.dir.path().join("victim");
     fs::write(&victim, b"precious\n").unwrap();
     // This process's own audit file, as the server in it writes it.
-    let audit_file = janus_store::audit::Audit::for_server(&fx.state()).path().to_path_buf();
+    let audit_file = janus_store::Audit::for_server(&fx.state()).path().to_path_buf();
     std::os::unix::fs::symlink(&victim, &audit_file).unwrap();
     let ca = certs::mint_node_ca("edge").unwrap();
     let answer = post(&client, &announcement("edge", &ca, "planted-0001-long", &new_secret())).await;

@@ -5,7 +5,7 @@
 //! Invariants: an event this version does not know (a newer writer's) is
 //! kept as it is, never dropped and never an error: the trail is a log.
 
-use janus_store::event::AuditEvent;
+use janus_store::AuditEvent;
 
 /// One line of the trail.
 #[derive(Debug, Clone, PartialEq)]

@@ -89,7 +89,7 @@ impl Caller {
     pub fn from_der(der: &[u8]) -> Result<Caller, NoPower> {
         let names = janus_core::pki::names_of(der, "the credential").map_err(|e| NoPower(e.to_string()))?;
         let name = names.common_name.ok_or_else(|| NoPower("the credential has no common name".into()))?;
-        if !janus_store::audit::is_admin_name(&name) {
+        if !janus_store::is_admin_name(&name) {
             return Err(NoPower(
                 "the credential's common name cannot name an admin (1 to 64 letters, digits, '.', '_', '-' or '@')"
                     .into(),

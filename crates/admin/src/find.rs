@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use janus_core::terminal::escape;
-use janus_store::view::ca_sha256_of;
+use janus_store::ca_sha256_of;
 use janus_store::{NodeId, NodeRecord, NodeState, Store};
 
 use crate::Result;

@@ -40,4 +40,4 @@ pub use model::{
 };
 pub use state::{open_state, open_state_to_read};
 
-pub use janus_store::view::{NodeView, ca_sha256_of};
+pub use janus_store::{NodeView, ca_sha256_of};

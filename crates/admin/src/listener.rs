@@ -200,7 +200,7 @@ impl AdminListener {
 
 /// The whole admin listener: the API's routes and the console's, the
 /// fallback, and the layers every request and answer passes through.
-pub fn router(state: AdminState) -> axum::Router {
+pub(crate) fn router(state: AdminState) -> axum::Router {
     crate::api::routes()
         .router
         .merge(crate::console::routes())

@@ -15,8 +15,8 @@ use crate::model::{Actor, Approve, ApproveCa, CONSOLE_MARKER, Check, Fingerprint
 use crate::state::view;
 use janus_core::pki;
 use janus_core::terminal::escape;
-use janus_store::view::{NodeView, ca_sha256_of};
 use janus_store::{Admitted, NodeId, NodeRecord, NodeState, Store};
+use janus_store::{NodeView, ca_sha256_of};
 
 /// What `nodes approve`, `reject` and `forget` did: printed by the CLI,
 /// answered by the admin API.

@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use janus_store::view::NodeView;
+use janus_store::NodeView;
 use janus_store::{NodeRecord, Store};
 
 use crate::error::Result;

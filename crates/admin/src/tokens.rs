@@ -66,7 +66,7 @@ pub fn add(store: &Store, request: &NewTokens, actor: &Actor) -> Result<Vec<Adde
     store.add_tokens(&made, &meta)?;
     let added = |token: String| AddedToken {
         sha256: janus_core::pki::sha256_hex(token.as_bytes()),
-        sha256_prefix: janus_store::audit::token_fingerprint(&token),
+        sha256_prefix: janus_store::token_fingerprint(&token),
         expires_at: meta.expires_at.map(janus_core::clock::unix_to_rfc3339),
         uses: meta.total_uses(),
         description: meta.description.clone(),

@@ -12,7 +12,7 @@ use base64::engine::general_purpose::STANDARD as BASE64;
 use janus_core::pki::Fleet;
 use janus_core::protocol::Trust;
 use janus_store::AsyncStore;
-use janus_store::maintain::MaintenanceLimits;
+use janus_store::MaintenanceLimits;
 
 use crate::{limits, metrics, on_admitted, policy};
 

@@ -40,7 +40,7 @@ impl Prepared {
 /// What runs beside the listeners, until serving ends.
 pub(crate) struct Background {
     tasks: Vec<tokio::task::JoinHandle<()>>,
-    tidier: janus_store::tidier::Tidier,
+    tidier: janus_store::Tidier,
 }
 
 impl Background {

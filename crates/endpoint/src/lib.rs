@@ -4,8 +4,8 @@
 //! checks ([`prepare`], all made before a socket is bound), [`App`] (what
 //! every request shares), the nodes' port and the metrics port
 //! ([`Prepared::serve`]), what runs beside them (reloads, maintenance,
-//! the programs). What each route does is in [`routes`]; what each
-//! failure answers is in [`error`]. The listener's parts (the connection
+//! the programs). What each route does is in `routes`; what each
+//! failure answers is in `error` ([`ApiError`]). The listener's parts (the connection
 //! table, PROXY, the error answer's shape, spans, one shutdown) are
 //! `janus_listen`'s, shared with the admin listener; the state is
 //! `janus_store`'s. The binary serves this and the admin listener side by
@@ -17,14 +17,14 @@ mod config;
 mod listen;
 mod startup;
 
-pub mod error;
-pub mod limits;
-pub mod metrics;
-pub mod on_admitted;
-pub mod policy;
-pub mod program;
-pub mod reload;
-pub mod routes;
+mod error;
+mod limits;
+mod metrics;
+mod on_admitted;
+mod policy;
+mod program;
+mod reload;
+mod routes;
 
 pub use app::{App, ServedTrust};
 pub use config::{
@@ -32,5 +32,10 @@ pub use config::{
     DEFAULT_MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS_PER_NETWORK, DEFAULT_MAX_CONNECTIONS_PER_SOURCE,
     SHUTDOWN_STRAGGLERS, ServeConfig,
 };
+pub use error::ApiError;
+pub use limits::LimitsConfig;
 pub use listen::router;
+pub use on_admitted::OnAdmittedConfig;
+pub use policy::{DEFAULT_QUEUE, PolicyConfig};
+pub use program::Unusable;
 pub use startup::{Prepared, StartupError, prepare};

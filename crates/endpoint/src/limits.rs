@@ -149,11 +149,11 @@ impl PendingCount {
 /// queue, accepts failing for want of file descriptors): said at most
 /// once per interval, so the log stays readable and costs nothing.
 #[derive(Debug, Default)]
-pub struct LogThrottle(std::sync::Mutex<Option<tokio::time::Instant>>);
+pub(crate) struct LogThrottle(std::sync::Mutex<Option<tokio::time::Instant>>);
 
 impl LogThrottle {
     /// True at most once per `every`: when the warning is to be logged now.
-    pub fn due(&self, every: std::time::Duration) -> bool {
+    pub(crate) fn due(&self, every: std::time::Duration) -> bool {
         let mut last = self.0.lock().unwrap_or_else(|e| e.into_inner());
         if last.is_some_and(|at| at.elapsed() < every) {
             return false;

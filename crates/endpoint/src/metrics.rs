@@ -147,7 +147,7 @@ impl Metrics {
 }
 
 /// The route template a path belongs to, for labels.
-pub fn route_of(matched: Option<&str>) -> &'static str {
+pub(crate) fn route_of(matched: Option<&str>) -> &'static str {
     match matched {
         Some("/register") => "/register",
         Some("/register/{id}") => "/register/{id}",

@@ -33,7 +33,7 @@ use janus_store::{AsyncStore, Store};
 use crate::program::Programs;
 
 /// Programs running at once, at most.
-pub const CONCURRENCY: usize = 4;
+pub(crate) const CONCURRENCY: usize = 4;
 /// How long a claim is kept (a repeat of an event older than this is not expected).
 const CLAIMS_KEPT: Duration = Duration::from_secs(86_400);
 

@@ -42,9 +42,9 @@ pub enum CommandFailed {
 /// The environment variables a program is given, when the server has
 /// them; nothing else of the server's environment (in Kubernetes, every
 /// Secret mounted as a variable) reaches it.
-pub const KEPT_ENVIRONMENT: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
+pub(crate) const KEPT_ENVIRONMENT: [&str; 6] = ["PATH", "HOME", "LANG", "LC_ALL", "TZ", "TMPDIR"];
 /// How much of a program's output (stdout and stderr, each) is kept for the log.
-pub const KEPT_OUTPUT: usize = 4096;
+pub(crate) const KEPT_OUTPUT: usize = 4096;
 /// How long the program is waited for once its group was killed.
 const REAP_WAIT: Duration = Duration::from_secs(5);
 
@@ -206,7 +206,7 @@ pub struct Unusable {
 /// Refuses a program that cannot be run, at startup rather than at its
 /// first admission: a path (with a `/`) must be an executable file; a bare
 /// name one in the kept `PATH`.
-pub fn check_program(flag: &'static str, program: &std::path::Path) -> Result<(), Unusable> {
+pub(crate) fn check_program(flag: &'static str, program: &std::path::Path) -> Result<(), Unusable> {
     use std::os::unix::fs::PermissionsExt;
     let refuse = |why: String| Unusable { flag, program: program.to_path_buf(), why };
     let runnable = |path: &std::path::Path| {

@@ -23,7 +23,7 @@ use janus_core::tls::CurrentCert;
 
 /// What a reload looks at.
 #[derive(Debug, Clone)]
-pub struct Watched {
+pub(crate) struct Watched {
     /// The fleet directory.
     pub fleet: PathBuf,
     /// The endpoint's certificate chain.
@@ -38,7 +38,7 @@ type FilesSeen = Vec<Option<(u64, i64, i64, u64)>>;
 /// The watched files as they were before startup loaded them: a change made
 /// between that load and the first periodic look is still a change.
 #[derive(Debug, Clone)]
-pub struct Seen {
+pub(crate) struct Seen {
     fleet: FilesSeen,
     cert: FilesSeen,
 }
@@ -53,7 +53,7 @@ impl Watched {
     }
 
     /// The files as they are now (blocking: startup calls it before it loads them).
-    pub fn look(&self) -> Seen {
+    pub(crate) fn look(&self) -> Seen {
         Seen { fleet: look_at(&self.fleet_files()), cert: look_at(&self.cert_files()) }
     }
 }
@@ -68,7 +68,13 @@ fn look_at(paths: &[PathBuf]) -> FilesSeen {
 /// Runs until the runtime stops: looks at the files every `every` (on the
 /// blocking pool: a `stat` on a hung mount must not stall a worker) and
 /// reloads what changed since `seen` (taken before startup loaded them).
-pub async fn run(app: Arc<App>, cert: Arc<CurrentCert>, watched: Watched, seen: Seen, every: Duration) {
+pub(crate) async fn run(
+    app: Arc<App>,
+    cert: Arc<CurrentCert>,
+    watched: Watched,
+    seen: Seen,
+    every: Duration,
+) {
     let (fleet_files, cert_files) = (watched.fleet_files(), watched.cert_files());
     let look = |fleet: Vec<PathBuf>, cert: Vec<PathBuf>| async move {
         tokio::task::spawn_blocking(move || (look_at(&fleet), look_at(&cert))).await.ok()

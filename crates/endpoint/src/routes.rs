@@ -20,12 +20,12 @@ use super::error::ApiError;
 use super::metrics::{Metrics, route_of};
 use janus_core::pki::sha256_hex;
 use janus_core::protocol::{AnnounceAnswer, Announcement, MAX_BODY};
-use janus_store::admission::Outcome;
-use janus_store::poll::PollAnswer;
+use janus_store::Outcome;
+use janus_store::PollAnswer;
 use janus_store::{NodeId, NodeRecord};
 
 /// `POST /register`: validates, stores, admits when a token allows, answers 201.
-pub async fn announce(
+pub(crate) async fn announce(
     State(app): State<Arc<App>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     proxied: Option<axum::Extension<janus_listen::proxy::ProxiedSource>>,
@@ -117,7 +117,7 @@ async fn announce_or_refuse(
 }
 
 /// `GET /register/{id}`: with the poll secret, the node's state (and trust once admitted).
-pub async fn poll(
+pub(crate) async fn poll(
     State(app): State<Arc<App>>,
     Path(id): Path<String>,
     headers: HeaderMap,
@@ -151,7 +151,7 @@ async fn poll_answer(app: &Arc<App>, id: &str, headers: &HeaderMap) -> Result<Po
 
 /// 200 while the fleet is loaded and the state can be relied on: a durable
 /// write succeeds and the tokens files read and parse; else 503 and why.
-pub async fn healthz(State(app): State<Arc<App>>) -> Response {
+pub(crate) async fn healthz(State(app): State<Arc<App>>) -> Response {
     let mut health = app.store.health().await;
     if let Ok(degraded) = &mut health {
         for refused in [&app.cert_refused, &app.fleet_refused] {
@@ -180,25 +180,25 @@ pub async fn healthz(State(app): State<Arc<App>>) -> Response {
 }
 
 /// `GET /livez`: the process answers; nothing is read (liveness).
-pub async fn livez() -> Response {
+pub(crate) async fn livez() -> Response {
     (StatusCode::OK, Json(serde_json::json!({"status": "alive"}))).into_response()
 }
 
 /// `GET /metrics` on the plain-HTTP metrics listener.
-pub async fn metrics(State(app): State<Arc<App>>) -> Response {
+pub(crate) async fn metrics(State(app): State<Arc<App>>) -> Response {
     app.metrics.pending.set(app.pending.get() as i64);
     let content_type = "application/openmetrics-text; version=1.0.0; charset=utf-8";
     ([(header::CONTENT_TYPE, content_type)], app.metrics.encode()).into_response()
 }
 
 /// Every other path: 404 with a JSON error.
-pub async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::NotFound
 }
 
 /// A routed path with another method: 405 with a JSON error (axum's own
 /// has an empty body).
-pub async fn method_not_allowed() -> ApiError {
+pub(crate) async fn method_not_allowed() -> ApiError {
     ApiError::MethodNotAllowed
 }
 
@@ -224,7 +224,7 @@ async fn read_body(headers: &HeaderMap, body: Body, timeout: std::time::Duration
 }
 
 /// Counts each request by route and status, and its latency, for `/metrics`.
-pub async fn count_request(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
+pub(crate) async fn count_request(State(app): State<Arc<App>>, request: Request, next: Next) -> Response {
     let started = Instant::now();
     let route = route_of(request.extensions().get::<axum::extract::MatchedPath>().map(|m| m.as_str()));
     let response = next.run(request).await;

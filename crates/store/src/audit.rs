@@ -24,9 +24,9 @@ use super::event::AuditEvent;
 use janus_core::durable::with_path;
 
 /// The single trail earlier versions wrote: still read, never written.
-pub const LEGACY_AUDIT_FILE: &str = "audit.jsonl";
+pub(crate) const LEGACY_AUDIT_FILE: &str = "audit.jsonl";
 /// The audit trail's directory: one file per writer.
-pub const AUDIT_DIR: &str = "audit";
+pub(crate) const AUDIT_DIR: &str = "audit";
 
 /// The audit trail: this process's file to append to, every file to read.
 #[derive(Debug, Clone)]
@@ -238,7 +238,7 @@ fn without_time(event: &Value) -> String {
 }
 
 /// How many hex digits of a token's SHA-256 are its fingerprint.
-pub const FINGERPRINT_DIGITS: usize = 12;
+pub(crate) const FINGERPRINT_DIGITS: usize = 12;
 
 /// How a token appears in the audit trail and listings: never itself.
 pub fn token_fingerprint(token: &str) -> String {
@@ -268,7 +268,7 @@ fn current_uid() -> u32 {
 
 /// The name of `uid` as the system's user database says it (NSS: files,
 /// LDAP, sssd), or `uid:N`.
-pub fn user_name(uid: u32) -> String {
+pub(crate) fn user_name(uid: u32) -> String {
     uzers::get_user_by_uid(uid)
         .map(|user| user.name().to_string_lossy().into_owned())
         .unwrap_or_else(|| format!("uid:{uid}"))

@@ -455,7 +455,7 @@ impl Store {
 }
 
 /// The lock file every change of a `rejected-cas/` note is made under.
-pub const DECISIONS_LOCK: &str = "decisions.lock";
+pub(crate) const DECISIONS_LOCK: &str = "decisions.lock";
 
 /// `rejected-cas/<sha256>`: which record an admin rejected the CA with, by
 /// whom, and the CA's latest announcement since. Written with its fields

@@ -14,7 +14,7 @@ use std::io;
 use std::path::PathBuf;
 
 /// Where the upgrade guide is, for every refusal of a state format.
-pub const UPGRADE_GUIDE: &str = "docs/upgrading.md";
+pub(crate) const UPGRADE_GUIDE: &str = "docs/upgrading.md";
 
 /// Why the store did not do what was asked.
 #[derive(Debug, thiserror::Error)]

@@ -14,7 +14,7 @@
 //! Invariants: the marker is written only after the layout is made, with
 //! [`janus_core::durable::write_atomic`]; a format newer than [`CURRENT`], or a
 //! marker that cannot be read, refuses every write (fail closed); a missing
-//! marker or an older format is migrated ([`crate::migrate`]), then marked.
+//! marker or an older format is migrated (`migrate`), then marked.
 
 use std::io;
 use std::path::Path;

@@ -17,7 +17,7 @@ use super::{NodeId, Store, StoreResult};
 use janus_core::durable;
 
 /// The claims' directory in the state directory.
-pub const HOOK_CLAIMS: &str = "on-admitted";
+pub(crate) const HOOK_CLAIMS: &str = "on-admitted";
 
 impl Store {
     /// Claims the run of the program for the admission `event`: true when

@@ -49,15 +49,15 @@ pub const LEDGER_DIR: &str = "token-uses";
 
 /// In the ledger's directory: this state has had token metadata, so its
 /// loss (with its last good copy) is undecidable, never "no metadata".
-pub const METADATA_EXISTED: &str = "metadata-existed";
+pub(crate) const METADATA_EXISTED: &str = "metadata-existed";
 /// The HMAC key that names a token's markers without the token.
-pub const KEY_FILE: &str = "token-uses.key";
+pub(crate) const KEY_FILE: &str = "token-uses.key";
 /// What a marker filled by `tokens revoke` holds instead of a node id.
 const REVOKED: &str = "revoked";
 /// Up to how many tokens [`Ledger::maybe_all_used`] looks each up rather
 /// than listing the ledger: a few lookups each against a listing of every
 /// use ever recorded.
-pub const LOOKUPS_UP_TO: usize = 512;
+pub(crate) const LOOKUPS_UP_TO: usize = 512;
 
 /// `token`'s name in the ledger under `key`.
 fn mac_under(key: &[u8; 32], token: &str) -> Mac {

@@ -11,9 +11,9 @@
 //! [`janus_core::durable`]'s helpers, none through a link it did not make. A state
 //! directory anyone may write to is refused; a subdirectory removed under a
 //! running server is made again at the next write. All methods block:
-//! async code reaches the store through [`AsyncStore`] ([`on_pool`]), which
+//! async code reaches the store through [`AsyncStore`] (`on_pool`), which
 //! runs them on the blocking pool (a poll's reads excepted, on a local
-//! filesystem: [`locality`]).
+//! filesystem: `locality`).
 //!
 //! The surface, by what its callers do (everything else is the store's own):
 //!
@@ -31,49 +31,58 @@
 //! no caller approves, rejects or forgets and then audits by itself.
 //!
 //! Here: opening, laying out and the one write path (`Store::in_layout`).
-//! Records and decisions: `decisions` (approve, reject, forget), [`poll`],
-//! [`admission`] (an announcement, a token's use); finding them:
-//! `listing`; keeping them bounded: [`maintain`]; reporting: `health`,
-//! [`audit`] ([`event`]); the tokens: [`tokens`], [`ledger`].
+//! Records and decisions: `decisions` (approve, reject, forget), `poll`,
+//! `admission` (an announcement, a token's use); finding them:
+//! `listing`; keeping them bounded: `maintain`; reporting: `health`,
+//! `audit` (`event`); the tokens: [`tokens`], `ledger`.
 
-pub mod admission;
-pub mod audit;
+mod admission;
+mod audit;
 mod decisions;
-pub mod error;
-pub mod event;
+mod error;
+mod event;
 pub mod follow;
 pub mod format;
 mod health;
 mod hook_claims;
-pub mod id;
-pub mod ledger;
+mod id;
+mod ledger;
 mod listing;
 mod locality;
-pub mod maintain;
-pub mod migrate;
-pub mod on_pool;
-pub mod poll;
+mod maintain;
+mod migrate;
+mod on_pool;
+mod poll;
 mod presented;
-pub mod tokens;
-pub mod view;
-
 mod record;
 mod store;
-pub mod tidier;
+mod tidier;
+pub mod tokens;
+mod view;
 
-pub use audit::Audit;
-pub use error::{Refusal, StoreError, StoreResult};
+// The facade: what the store's callers need, and nothing else. The
+// handle and its async twin; the records, ids and views; the decisions
+// and events; the errors; the token as presented; the tokens file's
+// vocabulary (`tokens`) and the audit trail's followers (`follow`).
+pub use admission::{Admission, Outcome};
+pub use audit::{Audit, current_user, is_admin_name, token_fingerprint};
+pub use error::{MetaUnreadable, Refusal, StoreError, StoreResult};
 pub use event::{Admitted, AdmittedBy, AuditEvent, DecidedBy};
-pub use id::NodeId;
-pub use janus_core::durable::write_atomic;
-pub use on_pool::{AsyncStore, HEALTH_STALL};
-pub use presented::Presented;
-pub use tokens::Tokens;
 
+pub use id::NodeId;
+pub use ledger::{LEDGER_DIR, Ledger, Mac};
+pub use maintain::MaintenanceLimits;
+pub use on_pool::{AsyncStore, HEALTH_STALL};
+pub use poll::PollAnswer;
+pub use presented::Presented;
 pub use record::{DecisionNote, NodeRecord, NodeState, Pending, Unhealthy};
+pub use store::{DEFAULT_READMIT_WINDOW, Store};
+pub use tidier::Tidier;
+pub use tokens::Tokens;
+pub use view::{NodeView, ca_sha256_of};
+
 pub(crate) use record::{is_sha256_hex, read_record_at};
 pub(crate) use store::{
     CLAIM_PREFIX, Listing, PROBE_BYTES, REJECTED_BURST, REJECTED_BURSTS_KEPT, STALE_TEMP_AGE,
     WRITE_FAILURE_MEMORY,
 };
-pub use store::{DEFAULT_READMIT_WINDOW, Store};

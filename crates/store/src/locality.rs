@@ -29,7 +29,7 @@ const LOCAL: [(u32, &str); 10] = [
 
 /// Whether every one of `dirs` is on a local filesystem. Asked on the
 /// blocking pool: `statfs` itself can hang on a network mount.
-pub fn all_local<'a>(dirs: impl IntoIterator<Item = &'a Path>) -> bool {
+pub(crate) fn all_local<'a>(dirs: impl IntoIterator<Item = &'a Path>) -> bool {
     dirs.into_iter().all(|dir| {
         rustix::fs::statfs(dir).is_ok_and(|fs| {
             // `f_type`'s width and sign differ between targets; the magic numbers are 32 bits.

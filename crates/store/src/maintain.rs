@@ -17,7 +17,7 @@ use super::{AuditEvent, DecidedBy, Pending, Store};
 
 /// How old an unfinished token admission must be before maintenance
 /// finishes it: far longer than any admission takes.
-pub const RECOVERY_GRACE_SECS: i64 = 30;
+pub(crate) const RECOVERY_GRACE_SECS: i64 = 30;
 
 /// What a maintenance pass is bounded by.
 #[derive(Debug, Clone, Copy)]

@@ -19,7 +19,7 @@ use crate::ledger::Ledger;
 /// earlier build made is indexed under the CA that spent it (a link
 /// beside it). The marker is written last: a migration cut short runs
 /// again, and each step is idempotent.
-pub fn migrate(dir: &Path, from: Option<u32>) -> io::Result<()> {
+pub(crate) fn migrate(dir: &Path, from: Option<u32>) -> io::Result<()> {
     if from.unwrap_or(1) < 2 {
         let indexed = Ledger::new(dir).index_by_ca(dir)?;
         if indexed > 0 {

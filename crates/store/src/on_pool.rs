@@ -41,7 +41,7 @@ pub const HEALTH_STALL: Duration = Duration::from_secs(10);
 
 /// What a health check found: `Err` when no node can be served, else what
 /// is degraded (empty: nothing).
-pub type Health = Result<Vec<String>, Unhealthy>;
+pub(crate) type Health = Result<Vec<String>, Unhealthy>;
 
 /// The store, called from async code.
 #[derive(Clone)]

@@ -13,10 +13,11 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 use janus_core::durable;
+use janus_core::durable::write_atomic;
 
 use crate::{
     Admitted, Audit, AuditEvent, NodeId, NodeRecord, StoreResult, Tokens, audit, format, ledger, locality,
-    migrate, read_record_at, tokens, write_atomic,
+    migrate, read_record_at, tokens,
 };
 
 /// Refuses a directory others may write to, as ssh's StrictModes does:

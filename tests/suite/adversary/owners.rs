@@ -171,7 +171,7 @@ pub(super) async fn deny_writes(world: &Arc<World>, rng: &mut StdRng) {
 }
 
 fn ledger_dir() -> &'static str {
-    janus_store::ledger::LEDGER_DIR
+    janus_store::LEDGER_DIR
 }
 
 /// Asks `/healthz` every 300 ms until it answers something other than 200,

@@ -15,21 +15,21 @@ use janus_core::protocol::AnnounceRequest;
 use janus_endpoint::{self as server, ServeConfig};
 use janus_registration::certs::{self, FleetMaterial, Minted};
 
-pub const BIN: &str = env!("CARGO_BIN_EXE_janus-registration");
+pub(crate) const BIN: &str = env!("CARGO_BIN_EXE_janus-registration");
 
 /// A fleet on disk, the endpoint's certificate, and a state directory.
-pub struct Fixture {
+pub(crate) struct Fixture {
     pub dir: tempfile::TempDir,
     pub fleet: FleetMaterial,
     pub controller: Minted,
 }
 
 impl Fixture {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self::with_sans(&["127.0.0.1".to_string(), "localhost".to_string()])
     }
 
-    pub fn with_sans(sans: &[String]) -> Self {
+    pub(crate) fn with_sans(sans: &[String]) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let fleet = certs::mint_fleet("Test fleet", 1).unwrap();
         certs::write_fleet(&dir.path().join("fleet"), &fleet).unwrap();
@@ -38,22 +38,22 @@ impl Fixture {
         Fixture { dir, fleet, controller }
     }
 
-    pub fn fleet_dir(&self) -> PathBuf {
+    pub(crate) fn fleet_dir(&self) -> PathBuf {
         self.dir.path().join("fleet")
     }
-    pub fn cert(&self) -> PathBuf {
+    pub(crate) fn cert(&self) -> PathBuf {
         self.dir.path().join("controller.crt")
     }
-    pub fn key(&self) -> PathBuf {
+    pub(crate) fn key(&self) -> PathBuf {
         self.dir.path().join("controller.key")
     }
-    pub fn state(&self) -> PathBuf {
+    pub(crate) fn state(&self) -> PathBuf {
         self.dir.path().join("state")
     }
 
     /// Defaults, but limits no test of the protocol trips over and quick
     /// reloads and maintenance.
-    pub fn config(&self) -> ServeConfig {
+    pub(crate) fn config(&self) -> ServeConfig {
         let mut config = ServeConfig::new(self.fleet_dir(), self.cert(), self.key(), self.state());
         config.max_connections = 256;
         // Every test client is 127.0.0.1: one source.
@@ -65,27 +65,27 @@ impl Fixture {
         config
     }
 
-    pub fn write_tokens(&self, tokens: &str) {
+    pub(crate) fn write_tokens(&self, tokens: &str) {
         std::fs::create_dir_all(self.state()).unwrap();
         std::fs::write(self.state().join("tokens"), tokens).unwrap();
     }
 
     /// The tokens the file lists, one per line: spent ones are blanked in
     /// place (spaces), so the raw text keeps its length.
-    pub fn tokens(&self) -> String {
+    pub(crate) fn tokens(&self) -> String {
         let text = std::fs::read_to_string(self.state().join("tokens")).unwrap_or_default();
         text.split_whitespace().map(|t| format!("{t}\n")).collect()
     }
 
     /// Waits until the file lists exactly `expected` (the server blanks spent
     /// tokens from a thread of its own, just after answering).
-    pub fn expect_tokens(&self, expected: &str) {
+    pub(crate) fn expect_tokens(&self, expected: &str) {
         let settled = wait_for(Duration::from_secs(10), || self.tokens() == expected);
         assert!(settled, "the tokens file lists {:?}, not {expected:?}", self.tokens());
     }
 
     /// The serve arguments for a real process.
-    pub fn serve_args(&self) -> Vec<String> {
+    pub(crate) fn serve_args(&self) -> Vec<String> {
         [
             "serve",
             "--listen",
@@ -112,7 +112,7 @@ impl Fixture {
 }
 
 /// A server running in this test's runtime (both listeners, as `serve` runs them).
-pub struct InProcess {
+pub(crate) struct InProcess {
     pub addr: SocketAddr,
     /// The admin listener's address, when it has one.
     pub admin_addr: Option<SocketAddr>,
@@ -122,16 +122,16 @@ pub struct InProcess {
 }
 
 impl InProcess {
-    pub async fn start(config: ServeConfig) -> Self {
+    pub(crate) async fn start(config: ServeConfig) -> Self {
         Self::start_on(config, "127.0.0.1:0".parse().unwrap()).await
     }
 
-    pub async fn start_on(config: ServeConfig, addr: SocketAddr) -> Self {
+    pub(crate) async fn start_on(config: ServeConfig, addr: SocketAddr) -> Self {
         Self::start_with(config, None, addr).await
     }
 
     /// With the admin listener `admin` beside the nodes' port.
-    pub async fn start_with(
+    pub(crate) async fn start_with(
         config: ServeConfig,
         admin: Option<&janus_admin::listener::AdminApiConfig>,
         addr: SocketAddr,
@@ -148,28 +148,28 @@ impl InProcess {
         InProcess { addr, admin_addr, app, stop: Some(stop), task: Some(task) }
     }
 
-    pub async fn stop(mut self) {
+    pub(crate) async fn stop(mut self) {
         let _ = self.stop.take().unwrap().send(());
         let _ = self.task.take().unwrap().await;
     }
 }
 
 /// A `janus-registration serve` process, its stderr collected.
-pub struct Process {
+pub(crate) struct Process {
     pub child: Child,
     pub addr: SocketAddr,
     pub log: Arc<Mutex<String>>,
 }
 
 impl Process {
-    pub fn start(args: &[String]) -> Self {
+    pub(crate) fn start(args: &[String]) -> Self {
         let mut command = Command::new(BIN);
         command.args(args);
         Self::start_command(command)
     }
 
     /// `command` (the binary, or a wrapper that runs it) as a server.
-    pub fn start_command(mut command: Command) -> Self {
+    pub(crate) fn start_command(mut command: Command) -> Self {
         let mut child = command
             .env("RUST_LOG", "janus_registration=debug")
             .stdout(Stdio::null())
@@ -198,12 +198,12 @@ impl Process {
         Process { child, addr: addr.parse().unwrap(), log }
     }
 
-    pub fn kill(&mut self) {
+    pub(crate) fn kill(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 
-    pub fn log(&self) -> String {
+    pub(crate) fn log(&self) -> String {
         self.log.lock().unwrap().clone()
     }
 }
@@ -227,12 +227,12 @@ impl Drop for Process {
 }
 
 /// The client a node provisioned with the fleet root uses.
-pub fn node_client(fixture: &Fixture, addr: SocketAddr) -> Endpoint {
+pub(crate) fn node_client(fixture: &Fixture, addr: SocketAddr) -> Endpoint {
     let root = fixture.fleet.root.cert_pem.as_bytes();
     Endpoint::new(&addr.to_string(), root, root).unwrap()
 }
 
-pub fn announcement(name: &str, ca: &Minted, token: &str, secret: &str) -> Vec<u8> {
+pub(crate) fn announcement(name: &str, ca: &Minted, token: &str, secret: &str) -> Vec<u8> {
     AnnounceRequest {
         protocol: 2,
         name: name.into(),
@@ -244,16 +244,16 @@ pub fn announcement(name: &str, ca: &Minted, token: &str, secret: &str) -> Vec<u
     .to_go_json()
 }
 
-pub fn new_secret() -> String {
+pub(crate) fn new_secret() -> String {
     janus_core::pki::hex(&rand::random::<[u8; 32]>())
 }
 
-pub async fn post(client: &Endpoint, body: &[u8]) -> Answer {
+pub(crate) async fn post(client: &Endpoint, body: &[u8]) -> Answer {
     try_post(client, body).await.expect("the endpoint answers")
 }
 
 /// The answer, or `None` when the connection failed (a server killed mid-request).
-pub async fn try_post(client: &Endpoint, body: &[u8]) -> Option<Answer> {
+pub(crate) async fn try_post(client: &Endpoint, body: &[u8]) -> Option<Answer> {
     let request = Request {
         method: "POST",
         path: "/register",
@@ -263,23 +263,23 @@ pub async fn try_post(client: &Endpoint, body: &[u8]) -> Option<Answer> {
     client.send(&request).await.ok().map(|(answer, _)| answer)
 }
 
-pub async fn get(client: &Endpoint, path: &str, bearer: Option<&str>) -> Answer {
+pub(crate) async fn get(client: &Endpoint, path: &str, bearer: Option<&str>) -> Answer {
     try_get(client, path, bearer).await.expect("the endpoint answers")
 }
 
 /// The answer, or `None` when the connection failed (closed at accept, say).
-pub async fn try_get(client: &Endpoint, path: &str, bearer: Option<&str>) -> Option<Answer> {
+pub(crate) async fn try_get(client: &Endpoint, path: &str, bearer: Option<&str>) -> Option<Answer> {
     let headers = bearer.map(|s| vec![("Authorization", format!("Bearer {s}"))]).unwrap_or_default();
     let request = Request { method: "GET", path, headers, body: None };
     client.send(&request).await.ok().map(|(answer, _)| answer)
 }
 
-pub fn json(answer: &Answer) -> serde_json::Value {
+pub(crate) fn json(answer: &Answer) -> serde_json::Value {
     serde_json::from_slice(&answer.body).unwrap_or_else(|_| panic!("not JSON: {}", answer.text()))
 }
 
 /// Polls `condition` until it holds or `deadline` passes.
-pub fn wait_for(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool {
+pub(crate) fn wait_for(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
     while start.elapsed() < deadline {
         if condition() {
@@ -291,7 +291,7 @@ pub fn wait_for(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool
 }
 
 /// Every file below `dir`, recursively.
-pub fn files_below(dir: &Path) -> Vec<PathBuf> {
+pub(crate) fn files_below(dir: &Path) -> Vec<PathBuf> {
     let mut out = Vec::new();
     if let Ok(entries) = std::fs::read_dir(dir) {
         for entry in entries.flatten() {
@@ -316,7 +316,7 @@ pub fn files_below(dir: &Path) -> Vec<PathBuf> {
 /// renamed to a record only when linked nowhere), a write's `.tmp-*` file
 /// a crash left linked to its claim, and `tokens` (the admin's, edited in
 /// place). Every other name with a second link is returned.
-pub fn names_renamed_over_with_a_second_link(state: &Path) -> Vec<String> {
+pub(crate) fn names_renamed_over_with_a_second_link(state: &Path) -> Vec<String> {
     use std::os::unix::fs::MetadataExt;
     files_below(state)
         .into_iter()
@@ -333,7 +333,7 @@ pub fn names_renamed_over_with_a_second_link(state: &Path) -> Vec<String> {
 }
 
 /// The parsed node records (temp files of interrupted writes skipped).
-pub fn records(state: &Path) -> Vec<serde_json::Value> {
+pub(crate) fn records(state: &Path) -> Vec<serde_json::Value> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir(state.join("nodes")).unwrap().flatten() {
         let name = entry.file_name().to_string_lossy().to_string();
@@ -356,7 +356,7 @@ pub fn records(state: &Path) -> Vec<serde_json::Value> {
 
 /// A stand-in endpoint over real TLS that answers what a test tells it to:
 /// for answers our own server would never give (409, bad bundles, 500).
-pub struct FakeEndpoint {
+pub(crate) struct FakeEndpoint {
     pub addr: SocketAddr,
     pub post: Arc<Mutex<(u16, String)>>,
     pub get: Arc<Mutex<(u16, String)>>,
@@ -365,7 +365,7 @@ pub struct FakeEndpoint {
 }
 
 impl FakeEndpoint {
-    pub async fn start(fx: &Fixture) -> Self {
+    pub(crate) async fn start(fx: &Fixture) -> Self {
         use axum::extract::State;
         use axum::http::{Method, StatusCode};
         type Shared = (Arc<Mutex<(u16, String)>>, Arc<Mutex<(u16, String)>>, Arc<Mutex<Vec<String>>>);
@@ -400,11 +400,11 @@ impl FakeEndpoint {
         FakeEndpoint { addr, post, get, posts, handle }
     }
 
-    pub fn answer_post(&self, status: u16, body: &str) {
+    pub(crate) fn answer_post(&self, status: u16, body: &str) {
         *self.post.lock().unwrap() = (status, body.to_string());
     }
 
-    pub fn answer_get(&self, status: u16, body: &str) {
+    pub(crate) fn answer_get(&self, status: u16, body: &str) {
         *self.get.lock().unwrap() = (status, body.to_string());
     }
 }
@@ -417,7 +417,7 @@ impl Drop for FakeEndpoint {
 
 /// A node directory provisioned as `user-data.sh announce` provisions it:
 /// `ca.crt` and `fleet-root.crt` both the fleet's root.
-pub fn provision_node(dir: &Path, addr: SocketAddr, fleet_root: &str, ca: &str, token: &str) {
+pub(crate) fn provision_node(dir: &Path, addr: SocketAddr, fleet_root: &str, ca: &str, token: &str) {
     std::fs::create_dir_all(dir).unwrap();
     std::fs::write(dir.join("address"), addr.to_string()).unwrap();
     std::fs::write(dir.join("ca.crt"), ca).unwrap();
@@ -428,7 +428,7 @@ pub fn provision_node(dir: &Path, addr: SocketAddr, fleet_root: &str, ca: &str, 
 }
 
 /// An agent for `dir` with timings short enough for tests.
-pub fn agent_config(dir: &Path) -> (janus_agent::AgentConfig, Arc<Mutex<Vec<String>>>) {
+pub(crate) fn agent_config(dir: &Path) -> (janus_agent::AgentConfig, Arc<Mutex<Vec<String>>>) {
     use janus_agent::{AgentConfig, Console, Timings};
     let lines = Arc::new(Mutex::new(Vec::new()));
     let config = AgentConfig {
@@ -448,12 +448,12 @@ pub fn agent_config(dir: &Path) -> (janus_agent::AgentConfig, Arc<Mutex<Vec<Stri
     (config, lines)
 }
 
-pub fn said(lines: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
+pub(crate) fn said(lines: &Arc<Mutex<Vec<String>>>, needle: &str) -> bool {
     lines.lock().unwrap().iter().any(|l| l.contains(needle))
 }
 
 /// Re-evaluates `probe` until `done` holds of its value or 10 s pass; the last value.
-pub async fn eventually<T, F, Fut>(mut probe: F, done: impl Fn(&T) -> bool) -> T
+pub(crate) async fn eventually<T, F, Fut>(mut probe: F, done: impl Fn(&T) -> bool) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = T>,
@@ -469,18 +469,18 @@ where
 }
 
 /// The binary run with `args` to its end: (success, stdout, stderr).
-pub fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String, String) {
+pub(crate) fn cli<S: AsRef<std::ffi::OsStr>>(args: &[S]) -> (bool, String, String) {
     cli_with(Command::new(BIN).args(args))
 }
 
 /// `command` (the binary, set up by the caller) run to its end: (success, stdout, stderr).
-pub fn cli_with(command: &mut Command) -> (bool, String, String) {
+pub(crate) fn cli_with(command: &mut Command) -> (bool, String, String) {
     let (code, stdout, stderr) = cli_exit(command);
     (code == Some(0), stdout, stderr)
 }
 
 /// `command` run to its end, for a test of its exit code: (code, stdout, stderr).
-pub fn cli_exit(command: &mut Command) -> (Option<i32>, String, String) {
+pub(crate) fn cli_exit(command: &mut Command) -> (Option<i32>, String, String) {
     let output = command.output().unwrap();
     (
         output.status.code(),
@@ -490,12 +490,12 @@ pub fn cli_exit(command: &mut Command) -> (Option<i32>, String, String) {
 }
 
 /// An admin command on `state`, as user alice: (success, stdout, stderr).
-pub fn admin(state: &Path, args: &[&str]) -> (bool, String, String) {
+pub(crate) fn admin(state: &Path, args: &[&str]) -> (bool, String, String) {
     cli_with(Command::new(BIN).args(args).arg("--state").arg(state).env("USER", "alice"))
 }
 
 /// `tokens add` with `args`; the token.
-pub fn add_token(state: &Path, args: &[&str]) -> String {
+pub(crate) fn add_token(state: &Path, args: &[&str]) -> String {
     let mut all = vec!["tokens", "add"];
     all.extend(args);
     let (ok, out, err) = admin(state, &all);
@@ -505,7 +505,12 @@ pub fn add_token(state: &Path, args: &[&str]) -> String {
 
 /// Announces `name` with `ca` and `token` and a new poll secret, as a node
 /// does: (the id, "" unless 201; the secret; the status).
-pub async fn announce(client: &Endpoint, name: &str, ca: &Minted, token: &str) -> (String, String, u16) {
+pub(crate) async fn announce(
+    client: &Endpoint,
+    name: &str,
+    ca: &Minted,
+    token: &str,
+) -> (String, String, u16) {
     let secret = new_secret();
     let answer = post(client, &announcement(name, ca, token, &secret)).await;
     let id =
@@ -514,13 +519,13 @@ pub async fn announce(client: &Endpoint, name: &str, ca: &Minted, token: &str) -
 }
 
 /// The CA fingerprint as the node's console prints it.
-pub fn ca_hash(ca: &Minted) -> String {
+pub(crate) fn ca_hash(ca: &Minted) -> String {
     certs::console_line(&ca.cert_pem).unwrap().rsplit(' ').next().unwrap().to_string()
 }
 
 /// The whole audit trail as text: every writer's file, and `audit.jsonl` as
 /// earlier versions wrote it.
-pub fn audit_trail(state: &Path) -> String {
+pub(crate) fn audit_trail(state: &Path) -> String {
     let mut files: Vec<PathBuf> = std::fs::read_dir(state.join("audit"))
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
@@ -534,7 +539,7 @@ pub fn audit_trail(state: &Path) -> String {
 }
 
 /// The leaf certificate the endpoint presents in a fresh handshake (DER).
-pub async fn presented_certificate(addr: std::net::SocketAddr) -> Vec<u8> {
+pub(crate) async fn presented_certificate(addr: std::net::SocketAddr) -> Vec<u8> {
     let config = std::sync::Arc::new(janus_core::tls::insecure_client_config());
     let tcp = tokio::net::TcpStream::connect(addr).await.unwrap();
     let name = rustls::pki_types::ServerName::try_from("controller.fleet.janus").unwrap();
@@ -544,7 +549,7 @@ pub async fn presented_certificate(addr: std::net::SocketAddr) -> Vec<u8> {
 
 /// A node announced without a token and approved by `touch`: its client,
 /// its poll path and its poll secret.
-pub async fn approved_node(fx: &Fixture, addr: SocketAddr) -> (Endpoint, String, String) {
+pub(crate) async fn approved_node(fx: &Fixture, addr: SocketAddr) -> (Endpoint, String, String) {
     let client = node_client(fx, addr);
     let (id, secret, _) = announce(&client, "edge", &certs::mint_node_ca("edge").unwrap(), "").await;
     std::fs::write(fx.state().join("approved").join(&id), b"").unwrap();
@@ -552,10 +557,10 @@ pub async fn approved_node(fx: &Fixture, addr: SocketAddr) -> (Endpoint, String,
 }
 
 /// A tmpfs of `size` at `at`, unmounted when dropped; `None` where mounting is refused.
-pub struct Tmpfs(std::path::PathBuf);
+pub(crate) struct Tmpfs(std::path::PathBuf);
 
 impl Tmpfs {
-    pub fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
+    pub(crate) fn mount(at: &Path, size: &str) -> Option<Tmpfs> {
         std::fs::create_dir_all(at).unwrap();
         let status = std::process::Command::new("mount")
             .args(["-t", "tmpfs", "-o", &format!("size={size},mode=0700"), "tmpfs"])
@@ -575,7 +580,7 @@ impl Drop for Tmpfs {
 /// Says a test could not run here, and why: on its output and, when CI asks
 /// for it (`JANUS_TEST_SKIPS` names a file), in that file, which `.ci/run`
 /// prints as a summary: no skip passes silently.
-pub fn skipped(reason: &str) {
+pub(crate) fn skipped(reason: &str) {
     let test = std::thread::current().name().unwrap_or("a test").to_string();
     eprintln!("SKIPPED: {test}: {reason}");
     if let Some(path) = std::env::var_os("JANUS_TEST_SKIPS") {
@@ -588,14 +593,14 @@ pub fn skipped(reason: &str) {
 
 /// Whether a name in `token-uses/` is a use's marker (`<mac>-<n>`), not a
 /// temp file nor the index by CA (`<mac>.ca-<sha256>`).
-pub fn is_use_marker(name: &str) -> bool {
+pub(crate) fn is_use_marker(name: &str) -> bool {
     !name.starts_with('.') && !name.contains(".ca-")
 }
 
 /// Announces `body` over `tcp`, a connection the caller opened (and wrote a
 /// PROXY header on, as a balancer does): the status and the id the answer
 /// gives, `None` when the connection was refused or cut.
-pub async fn announce_over(
+pub(crate) async fn announce_over(
     fx: &Fixture,
     tcp: tokio::net::TcpStream,
     addr: SocketAddr,
@@ -623,10 +628,10 @@ pub async fn announce_over(
 }
 
 /// The uid and gid `nobody` has here.
-pub const NOBODY: &str = "65534";
+pub(crate) const NOBODY: &str = "65534";
 
 /// Whether this process may run a command as [`NOBODY`] (setpriv, as root).
-pub fn can_run_as_nobody() -> bool {
+pub(crate) fn can_run_as_nobody() -> bool {
     Command::new("setpriv")
         .args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", "true"])
         .status()
@@ -634,7 +639,7 @@ pub fn can_run_as_nobody() -> bool {
 }
 
 /// `program` run as [`NOBODY`] (see [`can_run_as_nobody`]).
-pub fn as_nobody(program: &str) -> Command {
+pub(crate) fn as_nobody(program: &str) -> Command {
     let mut command = Command::new("setpriv");
     command.args(["--reuid", NOBODY, "--regid", NOBODY, "--clear-groups", program]);
     command

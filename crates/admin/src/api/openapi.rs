@@ -225,7 +225,7 @@ fn schemas() -> Value {
         .schema_from::<Problem>()
         .schema_from::<crate::tokens::AddedToken>()
         .schema_from::<crate::tokens::Revoked>()
-        .schema_from::<janus_store::view::NodeView>()
+        .schema_from::<janus_store::NodeView>()
         .schema_from::<janus_store::NodeState>()
         .schema_from::<Code>()
         .build();

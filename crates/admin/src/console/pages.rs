@@ -388,7 +388,7 @@ fn history_row(event: &serde_json::Value) -> Markup {
 /// An audit event as a sentence: what happened, and from where (read as
 /// a typed event; one of a kind this version does not know, by its kind).
 fn event_in_words(event: &serde_json::Value) -> String {
-    use janus_store::event::AuditEvent;
+    use janus_store::AuditEvent;
     let from = |peer: &Option<String>| peer.as_ref().map(|p| format!(" from {p}")).unwrap_or_default();
     match crate::audit_entry(event) {
         crate::AuditEntry::Known { event, .. } => match event {

@@ -22,7 +22,7 @@ const STYLESHEET: &str = include_str!("console.css");
 const SCRIPT: &str = include_str!("console.js");
 
 /// `GET /console/assets/{console.css,console.js}`.
-pub async fn asset(Path(file): Path<String>) -> Response {
+pub(crate) async fn asset(Path(file): Path<String>) -> Response {
     let (body, kind) = match file.as_str() {
         "console.css" => (STYLESHEET, "text/css; charset=utf-8"),
         "console.js" => (SCRIPT, "text/javascript; charset=utf-8"),
@@ -33,7 +33,7 @@ pub async fn asset(Path(file): Path<String>) -> Response {
 
 /// `GET /console/events`: one `changed` event whenever the audit trail
 /// gains one (an announcement, a decision, a token), saying only its kind.
-pub async fn events(
+pub(crate) async fn events(
     State(state): State<AdminState>,
     Extension(caller): Extension<Caller>,
     headers: axum::http::HeaderMap,

@@ -25,5 +25,6 @@ pub use guard::Needs;
 pub(crate) use guard::Routes;
 pub use refusal::Problem;
 pub(crate) use refusal::{page_refusal, problem, refusal};
+pub(crate) use state::AdminState;
 pub(crate) use state::on_store;
-pub use state::{AdminState, MAX_WORK, REQUEST_DEADLINE};
+pub use state::{MAX_WORK, REQUEST_DEADLINE};

@@ -29,7 +29,7 @@ pub const REQUEST_DEADLINE: Duration = Duration::from_secs(30);
 
 /// What every handler of the admin listener shares.
 #[derive(Clone)]
-pub struct AdminState {
+pub(crate) struct AdminState {
     /// The server's own store: one per process, its locks shared.
     pub(crate) store: AsyncStore,
     /// The state directory, for the event streams' follower.
@@ -43,7 +43,11 @@ pub struct AdminState {
 
 impl AdminState {
     /// The state of a listener on `store` (whose directory is `state`).
-    pub fn new(store: AsyncStore, state: PathBuf, closing: tokio::sync::watch::Receiver<bool>) -> Self {
+    pub(crate) fn new(
+        store: AsyncStore,
+        state: PathBuf,
+        closing: tokio::sync::watch::Receiver<bool>,
+    ) -> Self {
         AdminState {
             store,
             state: Arc::new(state),

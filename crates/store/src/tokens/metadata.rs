@@ -25,7 +25,7 @@ pub const MAX_DESCRIPTION: usize = 1_000;
 /// about 64,000 entries with the longest descriptions, far more with
 /// none. A larger file is unreadable (fail closed); `tokens add` refuses
 /// to make one.
-pub const MAX_META_BYTES: u64 = 64 << 20;
+pub(super) const MAX_META_BYTES: u64 = 64 << 20;
 
 /// The most labels a token carries (`tokens add --label`).
 pub const MAX_LABELS: usize = 16;

@@ -17,7 +17,7 @@ use janus_core::durable::with_path;
 /// The largest `tokens` file read: about two million tokens. A larger one
 /// is unreadable (its tokens refused, `/healthz` degraded); `tokens add`
 /// refuses to make one.
-pub const MAX_FILE_BYTES: u64 = 64 << 20;
+pub(super) const MAX_FILE_BYTES: u64 = 64 << 20;
 
 /// A file's identity: any write by anyone changes one of these.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
