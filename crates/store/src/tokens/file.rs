@@ -15,6 +15,7 @@ use std::sync::MutexGuard;
 use super::Tokens;
 use super::words::*;
 use janus_core::durable::with_path;
+use janus_core::pki::sha256_hex;
 
 impl Tokens {
     /// Re-reads `tokens` when its identity changed.
@@ -42,9 +43,10 @@ impl Tokens {
             .map_err(|e| with_path(e, &self.path))?;
         let mut listed = Listed { stamp: Some(stamp), unswept: true, ..Listed::default() };
         for (word, offset) in parse(&bytes) {
-            let offsets = listed.tokens.entry(word.to_string()).or_default();
+            let sha256 = sha256_hex(word.as_bytes());
+            let offsets = listed.tokens.entry(sha256.clone()).or_default();
             if offsets.is_empty() {
-                listed.order.push(word.to_string());
+                listed.order.push((word.to_string(), sha256));
             }
             offsets.push(offset);
         }
@@ -58,7 +60,12 @@ impl Tokens {
     /// The listed tokens, each once, in file order.
     pub(super) fn listed_in_order(&self) -> Vec<String> {
         let listed = self.listed();
-        listed.order.iter().filter(|t| listed.tokens.contains_key(*t)).cloned().collect()
+        listed
+            .order
+            .iter()
+            .filter(|(_, sha256)| listed.tokens.contains_key(sha256))
+            .map(|(t, _)| t.clone())
+            .collect()
     }
 
     /// Overwrites every copy of each of `tokens` in the file with spaces, in
@@ -97,7 +104,7 @@ impl Tokens {
         }
         let mut changed = false;
         for token in tokens {
-            let Some(offsets) = listed.tokens.remove(token) else { continue };
+            let Some(offsets) = listed.tokens.remove(&sha256_hex(token.as_bytes())) else { continue };
             for offset in offsets {
                 let mut there = vec![0u8; token.len()];
                 if file.read_exact_at(&mut there, offset).is_ok() && there == token.as_bytes() {

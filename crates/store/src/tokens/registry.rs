@@ -128,7 +128,7 @@ impl Tokens {
     pub fn offer_presented(&self, token: &Presented) -> crate::StoreResult<Offer> {
         // Unreadable (EACCES, EIO, past its size bound): refused, never "not listed".
         self.refresh().map_err(|e| crate::error::Undecidable::refuse("whether this token is listed", &e))?;
-        if !self.listed().tokens.contains_key(token.expose()) {
+        if !self.listed().tokens.contains_key(token.sha256()) {
             return Ok(Offer::Unknown);
         }
         let (meta, unreadable) = self.meta_in_force_of(token.sha256());
@@ -252,7 +252,7 @@ impl Tokens {
     fn refuse_reuse(&self, tokens: &[String]) -> crate::StoreResult<()> {
         self.refresh()?;
         for token in tokens {
-            if self.listed().tokens.contains_key(token) {
+            if self.listed().tokens.contains_key(&sha256_hex(token.as_bytes())) {
                 return Err(Refusal::TokenListed.into());
             }
             let Some(mac) = self.ledger.mac_if_keyed(token)? else { continue };

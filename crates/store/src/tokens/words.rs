@@ -41,15 +41,19 @@ impl Stamp {
     }
 }
 
-/// `tokens` as last read: each usable token with the offsets of its copies.
+/// `tokens` as last read: each usable token, by its SHA-256 (hex, the key
+/// `tokens.meta.json` names it by), with the offsets of its copies. A
+/// presented token is looked up by the hash it carries
+/// (`crate::Presented`), never by its text.
 #[derive(Default)]
 pub(super) struct Listed {
     pub(super) stamp: Option<Stamp>,
     pub(super) tokens: HashMap<String, Vec<u64>>,
-    /// Each token once, in file order, for listings: blanked ones stay here
-    /// until the next read (removing one would cost a scan of 100,000), so
-    /// readers keep only those still in `tokens`.
-    pub(super) order: Vec<String>,
+    /// Each token once, in file order, with its SHA-256, for listings and
+    /// blanking: blanked ones stay here until the next read (removing one
+    /// would cost a scan of 100,000), so readers keep only those still in
+    /// `tokens`.
+    pub(super) order: Vec<(String, String)>,
     /// Read since the last sweep looked for spent tokens: someone else
     /// wrote the file (or it is the first read), so a spent token may be
     /// back. Our own blanking does not set it.
