@@ -66,11 +66,17 @@ fn the_dockerfile_matches_the_binary_and_the_documented_paths() {
     // The image's command, with the image's environment, is a valid `serve`:
     // it gets past argument parsing to the startup checks (no fleet here).
     let (code, _, stderr) = cli_exit(Command::new(BIN).args(&cmd).envs(env.iter().map(|(k, v)| (k, v))));
-    assert_eq!(code, Some(1), "{stderr}");
+    assert_eq!(code, Some(1), "the image's command stops at the startup checks (exit 1): {stderr}");
     assert!(stderr.contains("/etc/janus-registration/fleet"), "{stderr}");
-    // The health check too: parsed, then no server to ask.
-    let (code, _, stderr) = cli_exit(Command::new(BIN).args(&healthcheck[1..]));
-    assert_eq!(code, Some(1), "{stderr}");
+    // The health check too: parsed, then no server to ask. Its address is
+    // the image's; here it asks a port that refuses, not 8443, which a
+    // demo running beside the tests serves.
+    assert_eq!(healthcheck[1..3], ["healthcheck", "--addr"], "the HEALTHCHECK's arguments: {healthcheck:?}");
+    let (_held, nobody) = refusing_port();
+    let mut args = healthcheck[1..].to_vec();
+    args[2] = nobody.to_string();
+    let (code, stdout, stderr) = cli_exit(Command::new(BIN).args(&args));
+    assert_eq!(code, Some(1), "the HEALTHCHECK's command, asking {nobody} where nothing listens, fails (exit 1); stdout: {stdout} stderr: {stderr}");
     assert!(stderr.contains("does not answer"), "{stderr}");
 }
 

@@ -278,6 +278,18 @@ pub(crate) fn json(answer: &Answer) -> serde_json::Value {
     serde_json::from_slice(&answer.body).unwrap_or_else(|_| panic!("not JSON: {}", answer.text()))
 }
 
+/// A port on 127.0.0.1 that refuses every connection while the socket is
+/// held: bound, never listening. What a test uses for "no server there",
+/// instead of a fixed port another program (a running demo) may serve.
+pub(crate) fn refusing_port() -> (rustix::fd::OwnedFd, SocketAddr) {
+    use rustix::net::{AddressFamily, SocketType, bind, getsockname, socket};
+    let fd = socket(AddressFamily::INET, SocketType::STREAM, None).unwrap();
+    bind(&fd, &SocketAddr::from(([127, 0, 0, 1], 0))).unwrap();
+    let addr = getsockname(&fd).unwrap();
+    let addr = SocketAddr::try_from(addr).unwrap();
+    (fd, addr)
+}
+
 /// Polls `condition` until it holds or `deadline` passes.
 pub(crate) fn wait_for(deadline: Duration, mut condition: impl FnMut() -> bool) -> bool {
     let start = Instant::now();
