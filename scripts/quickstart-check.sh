@@ -51,7 +51,7 @@ one() {
 run() { # NAME COMMAND: runs COMMAND as printed, its output in $work/NAME
   say "\$ $2"
   bash -c "$2" >"$work/$1" 2>"$work/$1.err" || { cat "$work/$1.err"; fail "'$2' exited $?"; }
-  cat "$work/$1"
+  cat "$work/$1"; echo
 }
 
 agent=$(one 'cargo run --release -- agent ')

@@ -91,6 +91,21 @@ pub struct ListArgs {
     /// Only nodes admitted (or presented) with a token carrying this label, KEY=VALUE (repeatable: all of them).
     #[arg(long = "label", value_name = "KEY=VALUE", value_parser = parse_label)]
     pub labels: Vec<(String, String)>,
+    /// The order: newest announcement first (as the console lists them), oldest first, or the directory's
+    /// own order (each line printed as its record is read: for a state of a million records).
+    #[arg(long, value_enum, default_value_t = ListOrder::Newest)]
+    pub sort: ListOrder,
+}
+
+/// `nodes list --sort`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ListOrder {
+    /// Newest announcement first; records that say no time last.
+    Newest,
+    /// Oldest announcement first.
+    Oldest,
+    /// As the directory lists them, each printed as it is read.
+    Directory,
 }
 
 impl ListArgs {

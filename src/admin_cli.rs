@@ -11,7 +11,9 @@
 use std::fmt::Write as _;
 use std::path::Path;
 
-use crate::admin_args::{Approval, NodesCommand, ShowArgs, TokensCommand, TokensListArgs, WatchArgs};
+use crate::admin_args::{
+    Approval, ListArgs, ListOrder, NodesCommand, ShowArgs, TokensCommand, TokensListArgs, WatchArgs,
+};
 use janus_admin::api::client::{AdminClient, ClientError};
 use janus_admin::api::wire::{Approval as ApprovalBody, NewTokensBody};
 use janus_admin::tokens::TokenList;
@@ -95,13 +97,9 @@ pub fn nodes(state: &Path, command: &NodesCommand, actor: &Actor) -> Result<Stri
         _ => janus_admin::open_state(state)?,
     };
     match command {
-        NodesCommand::List(args) if !args.filter().filters_by_state() => {
-            list_all(&store, args.json, &args.labels)
-        }
         NodesCommand::List(args) => {
-            let listed = janus_admin::node_list(&store, &args.filter())?;
-            say_skipped(&listed.unreadable);
-            Ok(list_grouped(&listed.nodes, args.json))
+            let listed = list(&store, args)?;
+            Ok(with_orphans(listed, &store, args.json))
         }
         NodesCommand::Watch(args) => watch(&store, args),
         NodesCommand::Show(ShowArgs { id, json }) => {
@@ -120,6 +118,45 @@ pub fn nodes(state: &Path, command: &NodesCommand, actor: &Actor) -> Result<Stri
             Ok(events.iter().map(render).collect::<Vec<_>>().join("\n"))
         }
     }
+}
+
+/// `nodes list`, in the order asked.
+fn list(store: &Store, args: &ListArgs) -> Result<String, AdminError> {
+    if !args.filter().filters_by_state() {
+        return match args.sort {
+            ListOrder::Directory => list_all(store, args.json, &args.labels),
+            _ => list_sorted(store, args),
+        };
+    }
+    let mut listed = janus_admin::node_list(store, &args.filter())?;
+    say_skipped(&listed.unreadable);
+    if args.sort == ListOrder::Oldest {
+        listed.nodes.reverse();
+    }
+    Ok(list_grouped(&listed.nodes, args.json))
+}
+
+/// A listing, then a line for each approval file that names no node: at the
+/// end of the table, or on stderr beside JSON lines (stdout stays JSON).
+fn with_orphans(listed: String, store: &Store, json: bool) -> String {
+    let orphans = match store.orphan_approvals() {
+        Ok(orphans) => orphans,
+        Err(e) => {
+            eprintln!("janus-registration: cannot look for approval files that name no node: {e}");
+            return listed;
+        }
+    };
+    if json {
+        for orphan in &orphans {
+            eprintln!("janus-registration: {orphan}");
+        }
+        return listed;
+    }
+    let mut out = listed;
+    for orphan in &orphans {
+        let _ = write!(out, "\nWARNING: {orphan}");
+    }
+    out
 }
 
 fn say_skipped(problems: &[String]) {
@@ -172,12 +209,48 @@ fn list_all(store: &Store, json: bool, labels: &[(String, String)]) -> Result<St
     Ok(if json { String::new() } else { format!("{count} node(s)") })
 }
 
+/// `nodes list` of every record, newest (or oldest) first: read whole,
+/// then sorted; the table keeps no CA certificate in memory.
+fn list_sorted(store: &Store, args: &ListArgs) -> Result<String, AdminError> {
+    let mut views = Vec::new();
+    let problems = janus_admin::scan_nodes(store, &args.labels, |mut v| {
+        if !args.json {
+            v.ca_cert_pem = String::new();
+        }
+        views.push(v);
+    })?;
+    janus_admin::newest_first(&mut views);
+    if args.sort == ListOrder::Oldest {
+        views.reverse();
+    }
+    say_skipped(&problems);
+    let mut out = String::new();
+    if args.json {
+        for v in &views {
+            let _ = writeln!(out, "{}", terminal::json_text(v));
+        }
+        return Ok(out.trim_end().to_string());
+    }
+    let _ = writeln!(out, "{}", list_header());
+    for v in &views {
+        let _ = writeln!(out, "{}", list_row(v, false));
+    }
+    let _ = write!(out, "{} node(s)", views.len());
+    Ok(out)
+}
+
 fn list_header() -> String {
     format!(
         "{:<32}  {:<20}  {:<22}  {:<22}  {:<8}  {:>5}  CA SHA-256",
         "ID", "NAME", "ADDRESS", "PEER", "STATE", "AGE"
     )
 }
+
+/// What `nodes show` says of a node whose approval file was removed after
+/// it got the trust.
+const APPROVAL_REMOVED: &str = "approval:     its file approved/<id> was removed after the node got the fleet's trust: \
+the node stays admitted and keeps the trust (removing the file withdraws nothing it has). To stop trusting it, \
+remove it at the Janus Controller (docs/state.md); `nodes reject` stops its polls here.";
 
 /// One row of `nodes list`, every field from the node escaped.
 fn list_row(v: &NodeView, same_ca: bool) -> String {
@@ -190,8 +263,8 @@ fn list_row(v: &NodeView, same_ca: bool) -> String {
         format!("{:?}", v.state).to_lowercase(),
         age(v.announced_at.as_deref()),
         escape(&v.ca_sha256),
-        if same_ca { "  (same CA: re-announced)" } else { "" }
-    )
+        if same_ca { "  (same CA: re-announced)" } else { "" },
+    ) + if v.approval_removed { "  (approval file removed: it keeps the trust)" } else { "" }
 }
 
 /// `3m`, `5h`, `2d` since an RFC 3339 time.
@@ -214,6 +287,9 @@ fn show(detail: &NodeDetail) -> String {
     field(&mut out, "state:", &format!("{:?}", v.state).to_lowercase());
     field(&mut out, "announced:", v.announced_at.as_deref().unwrap_or("-"));
     field(&mut out, "admitted by:", v.admitted_by.as_deref().unwrap_or("-"));
+    if v.approval_removed {
+        let _ = writeln!(out, "{APPROVAL_REMOVED}");
+    }
     if let Some(subject) = &detail.ca_subject {
         field(&mut out, "CA subject:", subject);
     }

@@ -14,7 +14,7 @@
 //! | `janus-endpoint` | the nodes' HTTPS port: its routes, limits, programs, reloads, metrics |
 //! | `janus-admin` | the admin model and its functions, and the admin listener (API and console) |
 //! | `janus-agent` | the node side: janusd's HTTPS client and registration loop |
-//! | `janus-registration` (this crate) | the command line ([`cli`], [`admin_args`], [`admin_cli`]) and the commands that compose the layers: [`serving`] (the two listeners side by side), [`certs`], [`demo`], [`healthcheck`], [`user_data`] |
+//! | `janus-registration` (this crate) | the command line ([`cli`], [`admin_args`], [`admin_cli`]) and the commands that compose the layers: [`serving`] (the two listeners side by side), [`settings`] (what startup says of them), [`certs`], [`demo`], [`healthcheck`], [`user_data`] |
 //!
 //! Each layer is named by its own crate (`janus_store::Store`): this crate
 //! re-exports none of them. docs/architecture.md is the maintainer's map.
@@ -30,6 +30,7 @@ pub mod demo;
 pub mod healthcheck;
 pub mod logging;
 pub mod serving;
+pub mod settings;
 pub mod user_data;
 
 #[cfg(test)]

@@ -184,6 +184,7 @@ fn serve(
     listen: &str,
     banner: Option<String>,
 ) -> Result<(), Failure> {
+    janus_registration::settings::warn_of_unknown_variables(&<Cli as clap::CommandFactory>::command());
     let bound = serving::prepare(config, admin)?.bind(listen)?;
     let runtime = runtime()?;
     let served = runtime.block_on(async {

@@ -96,6 +96,7 @@ impl Bound {
     /// requests then get the grace period (`--shutdown-grace`).
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> std::io::Result<()> {
         let config = self.endpoint.config();
+        crate::settings::log_effective(config, self.addr, self.admin_addr);
         let stop = Stop::on(shutdown, config.shutdown_grace);
         let shared = Shared {
             store: self.endpoint.store(),

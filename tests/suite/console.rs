@@ -274,6 +274,7 @@ async fn a_mint_form_is_done_once_and_its_tokens_are_shown_once() {
     let mut browser =
         Browser::new(&fx, admin, &credential(&admin_ca, "alice", &[Scope::Read, Scope::Tokens]));
     let page = browser.get("/console/tokens").await.text();
+    assert!(page.contains("No tokens: mint one below"), "an empty list says so: {page}");
     let (csrf, once) = (field(&page, "csrf"), field(&page, "once"));
     let form = [
         ("csrf", csrf.as_str()),
@@ -288,6 +289,14 @@ async fn a_mint_form_is_done_once_and_its_tokens_are_shown_once() {
     let made: Vec<&str> = tokens.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()).collect();
     assert_eq!(made.len(), 2);
     assert!(made.iter().all(|t| minted.text().contains(t)), "shown on the answer that made them");
+    // Each alone in a labelled field of its own, with its copy button: a copy
+    // takes the token, not its SHA-256 prefix beside it.
+    for (n, t) in made.iter().enumerate() {
+        let input = format!(r#"<input class="token" id="minted-{n}" type="text" readonly value="{t}""#);
+        assert!(minted.text().contains(&input), "{input} in {}", minted.text());
+        assert!(minted.text().contains(&format!(r#"data-copy="minted-{n}""#)), "{}", minted.text());
+    }
+    assert!(!minted.text().contains("No tokens"), "{}", minted.text());
     let trail = audit_trail(&fx.state());
     let added: Vec<&str> = trail.lines().filter(|l| l.contains("\"event\":\"token_added\"")).collect();
     assert!(

@@ -76,7 +76,11 @@ fn the_dockerfile_matches_the_binary_and_the_documented_paths() {
     let mut args = healthcheck[1..].to_vec();
     args[2] = nobody.to_string();
     let (code, stdout, stderr) = cli_exit(Command::new(BIN).args(&args));
-    assert_eq!(code, Some(1), "the HEALTHCHECK's command, asking {nobody} where nothing listens, fails (exit 1); stdout: {stdout} stderr: {stderr}");
+    assert_eq!(
+        code,
+        Some(1),
+        "the HEALTHCHECK's command, asking {nobody} where nothing listens, fails (exit 1); stdout: {stdout} stderr: {stderr}"
+    );
     assert!(stderr.contains("does not answer"), "{stderr}");
 }
 
@@ -141,6 +145,17 @@ async fn healthz_metrics_and_json_logs() {
     let (id, secret, _) = announce(&client, "edge", &ca, "").await;
     assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 202);
     assert_eq!(post(&client, b"[]").await.status, 400);
+    // Admissions by how: a token's at its answer; the command line's at the
+    // first poll after the approval (and that poll only).
+    let token = add_token(&fx.state(), &[]);
+    let (_, _, status) =
+        announce(&client, "edge-token", &certs::mint_node_ca("edge-token").unwrap(), &token).await;
+    assert_eq!(status, 201);
+    let (ok, _, err) = admin(&fx.state(), &["nodes", "approve", &id, "--expect-ca-sha256", &ca_hash(&ca)]);
+    assert!(ok, "{err}");
+    for _ in 0..2 {
+        assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 200);
+    }
 
     let scrape = || {
         let mut stream = std::net::TcpStream::connect(("127.0.0.1", metrics_port)).unwrap();
@@ -156,10 +171,21 @@ async fn healthz_metrics_and_json_logs() {
         "janus_registration_announcements_total{outcome=\"pending\"} 1",
         "janus_registration_announcements_total{outcome=\"refused_bad_request\"} 1",
         "janus_registration_polls_total{outcome=\"pending\"} 1",
+        "janus_registration_polls_total{outcome=\"admitted\"} 2",
+        "janus_registration_admissions_total{how=\"token\"} 1",
+        "janus_registration_admissions_total{how=\"cli\"} 1",
+        &format!(
+            "janus_registration_build_info{{version=\"{}\",crypto=\"aws-lc-rs\",rust_version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION"),
+            env!("CARGO_PKG_RUST_VERSION")
+        ),
+        "process_cpu_seconds_total ",
+        "process_resident_memory_bytes ",
+        "process_open_fds ",
+        "process_start_time_seconds ",
         "janus_registration_bundle_version 1",
         "janus_registration_request_duration_seconds_bucket",
         "janus_registration_certificate_not_after_seconds",
-        "janus_registration_pending_records 1",
     ] {
         assert!(text.contains(expected), "{expected} missing from:\n{text}");
     }

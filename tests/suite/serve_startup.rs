@@ -183,3 +183,35 @@ fn settings_that_cannot_work_are_refused_not_raised() {
         assert!(!fx.state().join("nodes").exists(), "{flag} {value}: refused before anything is laid out");
     }
 }
+
+/// Issue 61: a mistyped `JANUS_REGISTRATION_*` variable is said at startup,
+/// with the nearest name, and the effective settings are one line.
+#[test]
+fn startup_warns_of_a_mistyped_variable_and_says_the_effective_settings() {
+    let fx = Fixture::new();
+    let mut command = Command::new(BIN);
+    command
+        .args(fx.serve_args())
+        .env("JANUS_REGISTRATION_MAX_PENDNG", "5")
+        .env("JANUS_REGISTRATION_RATE_BURST", "7");
+    let server = Process::start_command(command);
+    let said = |needle: &str| wait_for(std::time::Duration::from_secs(10), || server.log().contains(needle));
+    assert!(
+        said(
+            "JANUS_REGISTRATION_MAX_PENDNG names no setting and is ignored: did you mean JANUS_REGISTRATION_MAX_PENDING?"
+        ),
+        "{}",
+        server.log()
+    );
+    assert!(said(" settings "), "{}", server.log());
+    let line = server.log().lines().find(|l| l.contains(" settings ")).unwrap().to_string();
+    for field in [
+        format!("listen={}", server.addr),
+        "burst=7".into(),
+        "admin_listen=off".into(),
+        "max_pending=".into(),
+    ] {
+        assert!(line.contains(&field), "{field} in {line}");
+    }
+    assert!(!server.log().contains("JANUS_REGISTRATION_RATE_BURST names"), "{}", server.log());
+}

@@ -28,8 +28,8 @@ pub(crate) mod web;
 pub use watch::{Followed, follow, next_decisions};
 
 pub use self::nodes::{
-    Decision, NodeDetail, NodeList, approve, approve_ca, forget, history, node_list, reject, scan_nodes,
-    show_node,
+    Decision, NodeDetail, NodeList, approve, approve_ca, forget, history, newest_first, node_list, reject,
+    scan_nodes, show_node,
 };
 pub use audit::{AuditEntry, audit_entry};
 pub(crate) use error::Result;

@@ -196,9 +196,22 @@ fn filtered(store: &Store, args: &NodeFilter) -> Result<(Vec<NodeView>, Vec<Stri
         (Some(_), None) => false,
     };
     views.retain(|v| wanted(v.state) && v.has_labels(&args.labels) && recent(v));
-    // Re-announcements of one node share its CA: keep them together, oldest first.
-    views.sort_by(|a, b| (&a.ca_sha256, &a.announced_at, &a.id).cmp(&(&b.ca_sha256, &b.announced_at, &b.id)));
+    // Re-announcements of one node share its CA: kept together, the group
+    // of the newest announcement first, and newest first within a group.
+    newest_first(&mut views);
+    let mut newest_of_ca: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    for (rank, v) in views.iter().enumerate() {
+        newest_of_ca.entry(v.ca_sha256.clone()).or_insert(rank);
+    }
+    views.sort_by_key(|v| newest_of_ca[&v.ca_sha256]);
     Ok((views, problems))
+}
+
+/// Newest announcement first (as the console lists nodes), then by id;
+/// records that say no time (the reference writes none) last. Stable.
+pub fn newest_first(views: &mut [NodeView]) {
+    let at = |v: &NodeView| v.announced_at.as_deref().and_then(janus_core::clock::rfc3339_millis);
+    views.sort_by(|a, b| at(b).cmp(&at(a)).then_with(|| a.id.cmp(&b.id)));
 }
 
 /// What `nodes list` found: the nodes, and the records it could not show
@@ -210,11 +223,25 @@ pub struct NodeList {
     pub nodes: Vec<NodeView>,
     /// Why each record left out could not be read or told.
     pub unreadable: Vec<String>,
+    /// Approval files that name no node (never acted on), each with the
+    /// id it may have meant.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub orphan_approvals: Vec<janus_store::OrphanApproval>,
 }
 
-/// The nodes `args` asks for, as `nodes list --json` shows them: filtered
-/// ones grouped by CA, oldest first; all of them in directory order. For
-/// the admin API, which answers with them at once.
+/// The approval files that name no node; none (logged) when that cannot
+/// be told: a listing is a view, and this is only said, never acted on.
+fn orphans(store: &Store) -> Vec<janus_store::OrphanApproval> {
+    store.orphan_approvals().unwrap_or_else(|e| {
+        tracing::warn!(cause = %e, "cannot look for approval files that name no node");
+        Vec::new()
+    })
+}
+
+/// The nodes `args` asks for, as `nodes list --json` shows them, newest
+/// announcement first: filtered ones grouped by CA (the group of the
+/// newest first). For the admin API and the console, which answer with
+/// them at once.
 pub fn node_list(store: &Store, args: &NodeFilter) -> Result<NodeList> {
     if !args.filters_by_state() {
         let mut nodes = Vec::new();
@@ -225,10 +252,11 @@ pub fn node_list(store: &Store, args: &NodeFilter) -> Result<NodeList> {
             Err(e) => unreadable.push(unreadable_record(&record.id, &e)),
         })?;
         problems.append(&mut unreadable);
-        return Ok(NodeList { nodes, unreadable: problems });
+        newest_first(&mut nodes);
+        return Ok(NodeList { nodes, unreadable: problems, orphan_approvals: orphans(store) });
     }
     let (nodes, unreadable) = filtered(store, args)?;
-    Ok(NodeList { nodes, unreadable })
+    Ok(NodeList { nodes, unreadable, orphan_approvals: orphans(store) })
 }
 
 /// Every record with these `labels`, each as read, to `each` (a million

@@ -19,6 +19,7 @@
 // Foundation.
 pub mod clock;
 pub mod durable;
+pub mod nearest;
 pub mod shutdown;
 pub mod terminal;
 

@@ -22,6 +22,7 @@ mod limits;
 mod metrics;
 mod on_admitted;
 mod policy;
+mod process_metrics;
 mod program;
 mod reload;
 mod routes;

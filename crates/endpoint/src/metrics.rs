@@ -27,6 +27,24 @@ pub struct RouteLabels {
     pub route: &'static str,
 }
 
+/// Labels of `build_info`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct BuildLabels {
+    /// The crate's version (`--version`).
+    pub version: &'static str,
+    /// The crypto provider it was built with.
+    pub crypto: &'static str,
+    /// The oldest toolchain that builds it (Cargo.toml's `rust-version`).
+    pub rust_version: &'static str,
+}
+
+/// Labels of the admissions counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct HowLabels {
+    /// `token`, `policy`, `file`, `cli`, `api`, `console`.
+    pub how: &'static str,
+}
+
 /// Labels of the outcome counters.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabels {
@@ -61,6 +79,10 @@ pub struct Metrics {
     pub degraded: Gauge,
     /// 1 when the last health check found that no node can be served.
     pub unavailable: Gauge,
+    /// Nodes that got the trust from this process, by how they were admitted.
+    pub admissions: Family<HowLabels, Counter>,
+    /// The `process_*` series, read at each scrape.
+    process: super::process_metrics::ProcessMetrics,
 }
 
 fn latency_histogram() -> Histogram {
@@ -70,7 +92,9 @@ fn latency_histogram() -> Histogram {
 
 impl Default for Metrics {
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("janus_registration");
+        let mut root = Registry::default();
+        let process = super::process_metrics::ProcessMetrics::register(&mut root);
+        let registry = root.sub_registry_with_prefix("janus_registration");
         let requests = Family::<RequestLabels, Counter>::default();
         let latency: LatencyFamily = Family::new_with_constructor(latency_histogram);
         let announcements = Family::<OutcomeLabels, Counter>::default();
@@ -115,8 +139,29 @@ impl Default for Metrics {
             "1 when the last /healthz found that no node can be served (503)",
             unavailable.clone(),
         );
+        let build = Family::<BuildLabels, Gauge>::default();
+        registry.register(
+            "build_info",
+            "The build serving: always 1, its version in the labels",
+            build.clone(),
+        );
+        build
+            .get_or_create(&BuildLabels {
+                version: env!("CARGO_PKG_VERSION"),
+                crypto: if cfg!(feature = "aws-lc-rs") { "aws-lc-rs" } else { "ring" },
+                rust_version: env!("CARGO_PKG_RUST_VERSION"),
+            })
+            .set(1);
+        let admissions = Family::<HowLabels, Counter>::default();
+        registry.register(
+            "admissions",
+            "Nodes that got the trust from this process, by how they were admitted: token (in the announcement's answer); policy, file, cli, api, console (at the first poll after the approval)",
+            admissions.clone(),
+        );
         Metrics {
-            registry,
+            registry: root,
+            admissions,
+            process,
             requests,
             latency,
             announcements,
@@ -138,8 +183,17 @@ impl Metrics {
         family.get_or_create(&OutcomeLabels { outcome }).inc();
     }
 
+    /// Counts one node that got the trust from this process. A token's
+    /// node is counted at its answer, so a poll of it later is not.
+    pub fn admitted(&self, how: janus_store::AdmittedHow, at_answer: bool) {
+        if at_answer || how != janus_store::AdmittedHow::Token {
+            self.admissions.get_or_create(&HowLabels { how: how.label() }).inc();
+        }
+    }
+
     /// The OpenMetrics text.
     pub fn encode(&self) -> String {
+        self.process.refresh();
         let mut out = String::new();
         let _ = prometheus_client::encoding::text::encode(&mut out, &self.registry);
         out

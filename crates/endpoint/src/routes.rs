@@ -36,7 +36,10 @@ pub(crate) async fn announce(
     let peer = proxied.map_or(peer, |source| source.0.0);
     let answer = announce_or_refuse(&app, peer, headers, body).await;
     let outcome = match &answer {
-        Ok((true, _)) => "admitted_by_token",
+        Ok((true, _)) => {
+            app.metrics.admitted(janus_store::AdmittedHow::Token, true);
+            "admitted_by_token"
+        }
         Ok((false, _)) => "pending",
         Err(refused) => refused.announcement_outcome(),
     };
@@ -127,10 +130,14 @@ pub(crate) async fn poll(
         &app.metrics.polls,
         answer.as_ref().map_or_else(ApiError::poll_outcome, PollAnswer::outcome),
     );
-    match answer? {
+    let answer = answer?;
+    if let PollAnswer::FirstDelivery(how) = answer {
+        app.metrics.admitted(how, false);
+    }
+    match answer {
         PollAnswer::Unknown => Err(ApiError::NotFound),
         PollAnswer::Pending => Ok(StatusCode::ACCEPTED.into_response()),
-        PollAnswer::Admitted => {
+        PollAnswer::Admitted | PollAnswer::FirstDelivery(_) => {
             let trust = app.trust();
             Ok((StatusCode::OK, [(header::CONTENT_TYPE, "application/json")], trust.trust_json.clone())
                 .into_response())

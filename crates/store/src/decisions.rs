@@ -446,13 +446,79 @@ impl Store {
     pub fn state_of(&self, record: &NodeRecord) -> StoreResult<NodeState> {
         Ok(if self.poll_refused_now(&record.id)? {
             NodeState::Rejected
-        } else if record.admitted || self.approved_now(&record.id)? {
+        } else if record.admitted || self.approved_now(&record.id)? || self.delivered_now(&record.id)? {
+            // The trust went out: admitted, whether or not its approval
+            // file is still there (its removal withdraws nothing).
             NodeState::Admitted
         } else {
             NodeState::Pending
         })
     }
+
+    /// Whether the trust went out to `id` (`delivered/<id>`), or (refused)
+    /// why that cannot be told.
+    fn delivered_now(&self, id: &NodeId) -> StoreResult<bool> {
+        self.was_delivered(id).map_err(|e| Undecidable::refuse("whether the trust went out", &e))
+    }
+
+    /// Whether `record`'s node holds the fleet's trust (its token's answer
+    /// carried it, or a poll delivered it) and its approval file is gone
+    /// since: an admin removed it by hand. Not while an admission is under
+    /// way (its claim file is there until its approval is written), nor
+    /// for a rejected node.
+    pub fn approval_removed(&self, record: &NodeRecord) -> StoreResult<bool> {
+        let id = &record.id;
+        if self.approved_now(id)? || self.poll_refused_now(id)? {
+            return Ok(false);
+        }
+        let claim = self.claim_path(id);
+        if durable::present(&claim).map_err(|e| durable::with_path(e, &claim))? {
+            return Ok(false);
+        }
+        Ok(record.admitted || self.delivered_now(id)?)
+    }
+
+    /// Audits, once across processes, that `record`'s approval was removed
+    /// after its node got the trust: the event first, then the mark
+    /// (`approval-removed/<id>`), so a crash in between repeats the event
+    /// (readers drop repeats) rather than lose it. True when this call said it.
+    pub(crate) fn note_approval_removed(&self, record: &NodeRecord) -> StoreResult<bool> {
+        let mark = self.marker(APPROVAL_REMOVED_DIR, &record.id);
+        if durable::present(&mark).map_err(|e| durable::with_path(e, &mark))? {
+            return Ok(false);
+        }
+        let noticed_by =
+            self.audit.path().file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+        self.audit.record(AuditEvent::ApprovalRemoved {
+            id: record.id.clone(),
+            name: record.name.clone(),
+            noticed_by,
+        })?;
+        durable::create_exclusive(&mark, b"", 0o600)?;
+        tracing::warn!(
+            node = %record.id,
+            "the approval of a node that already holds the fleet's trust was removed: it stays admitted (the trust cannot be taken back here)"
+        );
+        Ok(true)
+    }
+
+    /// Removes the marks of approvals that are back, or of nodes forgotten.
+    pub(crate) fn tidy_approval_removed_marks(&self) -> StoreResult<()> {
+        let mut ids = Vec::new();
+        self.each_name(APPROVAL_REMOVED_DIR, |name| ids.extend(NodeId::parse(name)))?;
+        for id in ids {
+            let back = self.approved_now(&id)? || self.read_record(&id)?.is_none();
+            if back {
+                durable::remove_durably(&self.marker(APPROVAL_REMOVED_DIR, &id))?;
+            }
+        }
+        Ok(())
+    }
 }
+
+/// `approval-removed/<id>`: the removal of `approved/<id>` after the trust
+/// went out was audited (once).
+pub(crate) const APPROVAL_REMOVED_DIR: &str = "approval-removed";
 
 /// The lock file every change of a `rejected-cas/` note is made under.
 pub(crate) const DECISIONS_LOCK: &str = "decisions.lock";

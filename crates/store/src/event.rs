@@ -174,6 +174,17 @@ pub enum AuditEvent {
         /// The bundle version it got.
         bundle_version: u64,
     },
+    /// The approval of a node that already had the fleet's trust was
+    /// removed (`rm approved/<id>`, by hand): seen by a maintenance pass.
+    /// It withdraws nothing the node has; it is said, once.
+    ApprovalRemoved {
+        /// Its id.
+        id: NodeId,
+        /// The name it announced.
+        name: String,
+        /// Which writer noticed (who removed the file is not known).
+        noticed_by: String,
+    },
     /// `tokens add` made a token.
     TokenAdded {
         /// Its fingerprint.

@@ -66,6 +66,8 @@ impl Store {
         if let Err(why) = self.tokens.health() {
             degraded.push(why.0);
         }
+        // Said, never acted on: an admin's file that approves nobody.
+        degraded.extend(self.orphans_seen().iter().map(ToString::to_string));
         Ok(degraded)
     }
 }

@@ -12,8 +12,8 @@
 
 use std::time::Duration;
 
-use super::error::StoreResult;
-use super::{AuditEvent, DecidedBy, Pending, Store};
+use super::error::{StoreResult, Undecidable};
+use super::{AuditEvent, DecidedBy, NodeId, Pending, Store};
 
 /// How old an unfinished token admission must be before maintenance
 /// finishes it: far longer than any admission takes.
@@ -41,6 +41,10 @@ pub struct Report {
     pub forgotten: usize,
     /// Tokens that expired in this pass.
     pub tokens_expired: usize,
+    /// Nodes holding the trust whose approval file is gone.
+    pub approvals_removed: usize,
+    /// Approval files that name no node.
+    pub orphan_approvals: usize,
 }
 
 impl Store {
@@ -63,7 +67,24 @@ impl Store {
                 _ => false,
             };
             report.recovered += usize::from(recovered);
-            if recovered || !awaits_admin {
+            if recovered {
+                continue;
+            }
+            // Holding the trust, its approval removed by hand: said once,
+            // never forgotten for its age nor counted pending.
+            match self.trust_kept_without_approval(&id, awaits_admin) {
+                Ok(false) => {}
+                Ok(true) => {
+                    report.approvals_removed += 1;
+                    continue;
+                }
+                // Unknown: left as it is (never forgotten on a guess).
+                Err(e) => {
+                    tracing::warn!(node = %id, cause = %e, "cannot tell whether this node holds the trust: left as it is");
+                    continue;
+                }
+            }
+            if !awaits_admin {
                 continue;
             }
             if announced.is_some_and(|t| now - t > max_age) {
@@ -96,8 +117,27 @@ impl Store {
             tracing::info!(node = %id, "forgot a rejected CA's announcement past the age limit");
             report.forgotten += 1;
         }
+        self.tidy_approval_removed_marks()?;
+        report.orphan_approvals = self.note_orphans()?;
         report.tokens_expired = self.tokens.sweep(&self.audit, now)?;
         Ok(report)
+    }
+
+    /// Whether the unsettled node `id` holds the trust with its approval
+    /// removed (audited once when so). Only records that say admitted, or
+    /// whose trust went out, are read.
+    fn trust_kept_without_approval(&self, id: &NodeId, awaits_admin: bool) -> StoreResult<bool> {
+        if awaits_admin
+            && !self.was_delivered(id).map_err(|e| Undecidable::refuse("whether the trust went out", &e))?
+        {
+            return Ok(false);
+        }
+        let Some(record) = self.read_record(id)? else { return Ok(false) };
+        if !self.approval_removed(&record)? {
+            return Ok(false);
+        }
+        self.note_approval_removed(&record)?;
+        Ok(true)
     }
 }
 

@@ -32,6 +32,55 @@ pub enum PollAnswer {
     Pending,
     /// Admitted: 200 with the trust.
     Admitted,
+    /// Admitted, and this is the trust's first delivery (audited now): 200
+    /// with the trust; says how the node was admitted.
+    FirstDelivery(AdmittedHow),
+}
+
+/// How a node was admitted, as `janus_registration_admissions_total`
+/// counts it: by a token or the admission command (at their answer), or by
+/// an approval (at the trust's first delivery) made with a file, the
+/// command line, the admin API or the console.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AdmittedHow {
+    /// A registration token.
+    Token,
+    /// The admission command (`serve --admission-command`).
+    Policy,
+    /// An approval file made by hand (`touch approved/<id>`).
+    File,
+    /// `nodes approve` on the command line.
+    Cli,
+    /// The admin API.
+    Api,
+    /// The admin console.
+    Console,
+}
+
+impl AdmittedHow {
+    /// Its label value.
+    pub fn label(self) -> &'static str {
+        match self {
+            AdmittedHow::Token => "token",
+            AdmittedHow::Policy => "policy",
+            AdmittedHow::File => "file",
+            AdmittedHow::Cli => "cli",
+            AdmittedHow::Api => "api",
+            AdmittedHow::Console => "console",
+        }
+    }
+
+    /// How the approval `note` admitted its node.
+    pub fn of(note: &DecisionNote) -> Self {
+        match note.by {
+            DecidedBy::Token => AdmittedHow::Token,
+            DecidedBy::Policy => AdmittedHow::Policy,
+            DecidedBy::Command if note.user.starts_with("api (") => AdmittedHow::Api,
+            DecidedBy::Command if note.user.starts_with("console (") => AdmittedHow::Console,
+            DecidedBy::Command => AdmittedHow::Cli,
+            _ => AdmittedHow::File,
+        }
+    }
 }
 
 impl PollAnswer {
@@ -40,7 +89,7 @@ impl PollAnswer {
         match self {
             PollAnswer::Unknown => "unknown",
             PollAnswer::Pending => "pending",
-            PollAnswer::Admitted => "admitted",
+            PollAnswer::Admitted | PollAnswer::FirstDelivery(_) => "admitted",
         }
     }
 }
@@ -69,7 +118,7 @@ impl Store {
                 // refused (503), never "pending" on a guess.
                 let Some((approval, _)) = self.approval(id)? else { return Ok(PollAnswer::Pending) };
                 self.record_first_delivery(id, &approval, bundle_version)?;
-                Ok(PollAnswer::Admitted)
+                Ok(PollAnswer::FirstDelivery(AdmittedHow::of(&approval)))
             }
         }
     }

@@ -77,6 +77,8 @@ pub struct Store {
     /// look ([`Store::look_at_locality`]); false until looked at, so a store
     /// never looked at takes the network filesystem's precautions.
     pub(crate) all_local: std::sync::atomic::AtomicBool,
+    /// The approval files naming no node that the last maintenance pass found.
+    pub(crate) orphans: std::sync::Mutex<super::orphans::OrphansSeen>,
 }
 
 /// A rejected CA announcing again within this is one burst: one audit entry.
@@ -95,8 +97,16 @@ pub(crate) const PROBE_BYTES: usize = 8 * 1024;
 /// reach their 2-minute pace (5 s, 10 s, 20 s, 40 s, 80 s, 120 s, …).
 pub const DEFAULT_READMIT_WINDOW: std::time::Duration = std::time::Duration::from_secs(10 * 60);
 
-pub(crate) const SUBDIRS: [&str; 7] =
-    ["nodes", "approved", "rejected", "delivered", "rejected-cas", ledger::LEDGER_DIR, audit::AUDIT_DIR];
+pub(crate) const SUBDIRS: [&str; 8] = [
+    "nodes",
+    "approved",
+    "rejected",
+    "delivered",
+    "rejected-cas",
+    ledger::LEDGER_DIR,
+    audit::AUDIT_DIR,
+    super::decisions::APPROVAL_REMOVED_DIR,
+];
 
 /// How old a `.tmp-*` file must be before startup takes it for a crash's leftover.
 pub(crate) const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
@@ -290,6 +300,7 @@ impl Store {
             write_failure: Default::default(),
             rejected_ca_audited: Default::default(),
             all_local: Default::default(),
+            orphans: Default::default(),
         }
     }
 

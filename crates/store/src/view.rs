@@ -37,6 +37,10 @@ pub struct NodeView {
     pub token_sha256_prefix: Option<String>,
     /// That token's labels (`tokens add --label`); `{}` for none.
     pub token_labels: std::collections::BTreeMap<String, String>,
+    /// Admitted, holding the fleet's trust, and its approval file removed
+    /// since (by hand): the removal withdrew nothing the node has.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approval_removed: bool,
 }
 
 impl NodeView {
@@ -62,13 +66,17 @@ impl Store {
                 user => format!("{} ({user})", a.by),
             })
             .or_else(|| record.admitted_by.as_ref().map(ToString::to_string));
+        let state = store.state_of(record)?;
+        let approval_removed =
+            approval.is_none() && state == NodeState::Admitted && store.approval_removed(record)?;
         Ok(NodeView {
+            approval_removed,
             id: record.id.to_string(),
             name: record.name.clone(),
             address: record.address.clone(),
             peer_address: record.peer_address.clone(),
             ca_sha256: ca_sha256_of(record),
-            state: store.state_of(record)?,
+            state,
             announced_at: record.announced_at.clone(),
             admitted_by,
             admitted_at: approval.map(|(_, at)| janus_core::clock::unix_to_rfc3339(at)),

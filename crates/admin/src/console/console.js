@@ -4,6 +4,23 @@
 // so all escaping stays on the server. Without it the pages still work,
 // reloaded by hand.
 "use strict";
+// A minted token's copy button copies its field's value, nothing around it.
+document.querySelectorAll("button.copy[data-copy]").forEach(function (button) {
+  button.addEventListener("click", async function () {
+    const field = document.getElementById(button.dataset.copy);
+    if (!field) {
+      return;
+    }
+    field.select();
+    try {
+      await navigator.clipboard.writeText(field.value);
+      button.textContent = "Copied";
+    } catch (e) {
+      // No clipboard API (plain HTTP, an old browser): the value stays selected.
+      button.textContent = "Selected: press Ctrl+C";
+    }
+  });
+});
 (function () {
   const status = document.getElementById("live-status");
   if (!document.getElementById("live") || !window.EventSource || !status) {

@@ -119,6 +119,11 @@ fn state(state: NodeState) -> &'static str {
 /// sent to a browser whole.
 pub const ROWS_AT_MOST: usize = 500;
 
+/// What the console says of a node whose approval file was removed after it got the trust.
+const APPROVAL_REMOVED: &str = "Its approval file was removed after it got the fleet's trust: it stays admitted and \
+keeps the trust (removing the file withdraws nothing it has). To stop trusting it, remove it at the Janus \
+Controller; rejecting it here stops its polls.";
+
 fn node_rows(all: &[NodeView]) -> Markup {
     let nodes = &all[..all.len().min(ROWS_AT_MOST)];
     html! {
@@ -135,12 +140,15 @@ fn node_rows(all: &[NodeView]) -> Markup {
                         td { a href={ "/console/nodes/" (node.id) } { (Shown(&node.name)) } }
                         td { (Shown(&node.address))
                             @if let Some(peer) = &node.peer_address { br; small { "from " (Shown(peer)) } } }
-                        td { (state(node.state)) }
+                        td { (state(node.state))
+                            @if node.approval_removed { br; small .weak title=(APPROVAL_REMOVED) { "approval file removed" } } }
                         td { (age(node.announced_at.as_deref())) }
                         td { (labels(&node.token_labels)) }
                         td { @if let Some(t) = &node.token_sha256_prefix { code { (Shown(t)) } } @else { "none" } }
                         td { (fingerprint(&node.ca_sha256)) }
-                        td { (Shown(&ca_subject(&node.ca_cert_pem))) }
+                        // Truncated to fit the table; the whole subject on hover.
+                        @let subject = ca_subject(&node.ca_cert_pem);
+                        td .subject title=(subject.as_str()) { (Shown(&subject)) }
                     }
                 }
             }
@@ -154,6 +162,12 @@ fn unreadable(list: &NodeList) -> Markup {
             div .said.refused role="alert" {
                 p { (list.unreadable.len()) " record(s) could not be read or told, and are not shown:" }
                 ul { @for why in &list.unreadable { li { (Shown(why)) } } }
+            }
+        }
+        @if !list.orphan_approvals.is_empty() {
+            div .said.refused role="alert" .orphans {
+                p { (list.orphan_approvals.len()) " approval file(s) name no node, and are not acted on:" }
+                ul { @for orphan in &list.orphan_approvals { li { (Shown(&orphan.to_string())) } } }
             }
         }
     }
@@ -244,6 +258,7 @@ pub fn node(
             dt { "Name" } dd { (Shown(&v.name)) }
             dt { "Id" } dd { code { (v.id) } }
             dt { "State" } dd { (state(v.state)) }
+            @if v.approval_removed { dt { "Approval" } dd .weak { (APPROVAL_REMOVED) } }
             dt { "Address" } dd { (Shown(&v.address)) }
             dt { "Announced from" } dd { (Shown(v.peer_address.as_deref().unwrap_or("?"))) }
             dt { "Announced" } dd { (Shown(v.announced_at.as_deref().unwrap_or("?"))) " (" (age(v.announced_at.as_deref())) " ago)" }
@@ -413,6 +428,9 @@ fn event_in_words(event: &serde_json::Value) -> String {
             AuditEvent::Rejected { .. } => "rejected".into(),
             AuditEvent::Forgotten { .. } => "forgotten".into(),
             AuditEvent::CaUnrejected { .. } => "its CA's rejection lifted".into(),
+            AuditEvent::ApprovalRemoved { noticed_by, .. } => {
+                format!("its approval file removed by hand (noticed by {noticed_by}); it keeps the trust")
+            }
             other => crate::AuditEntry::Known { at: String::new(), event: other }.kind().replace('_', " "),
         },
         unknown => unknown.kind().replace('_', " "),
@@ -427,7 +445,16 @@ pub fn tokens(frame: &Frame<'_>, list: &TokenList, minted: &[AddedToken], said: 
         @if !minted.is_empty() {
             div .minted role="status" {
                 p { b { "Shown once:" } " copy these tokens now; the console and the state keep only their SHA-256." }
-                ul { @for t in minted { li { code .token { (Shown(&t.token)) } " " code { (Shown(&t.sha256_prefix)) } } } }
+                // Each token alone on its line, labelled, with its own copy
+                // button: copying the line copies the token and nothing else.
+                @for (n, t) in minted.iter().enumerate() {
+                    div .minted-token {
+                        label for={ "minted-" (n) } { "Token" }
+                        input .token id={ "minted-" (n) } type="text" readonly value=(t.token.as_str()) size="40";
+                        button type="button" .copy data-copy={ "minted-" (n) } { "Copy" }
+                        small .hint { "SHA-256 prefix (what lists show; not the token): " code { (Shown(&t.sha256_prefix)) } }
+                    }
+                }
             }
         }
         @for warning in &list.warnings { p .said.refused { (Shown(warning)) } }
@@ -438,6 +465,9 @@ pub fn tokens(frame: &Frame<'_>, list: &TokenList, minted: &[AddedToken], said: 
             thead { tr { th { "SHA-256 prefix" } th { "Uses left" } th { "Expires" } th { "Labels" }
                 th { "Description" } th { "Added by" } @if may { th {} } } }
             tbody {
+                @if list.tokens.is_empty() {
+                    tr { td .empty colspan="7" { "No tokens: mint one below, or with " code { "tokens add" } " on the state directory." } }
+                }
                 @for t in list.tokens.iter().take(ROWS_AT_MOST) {
                     tr {
                         td { code { (Shown(&t.sha256_prefix)) } @if t.weak { " " span .weak { "WEAK" } } }
@@ -515,7 +545,11 @@ mod tests {
             token_sha256_prefix: None,
             token_labels: Default::default(),
         };
-        let list = NodeList { nodes: (0..ROWS_AT_MOST + 1).map(node).collect(), unreadable: vec![] };
+        let list = NodeList {
+            nodes: (0..ROWS_AT_MOST + 1).map(node).collect(),
+            unreadable: vec![],
+            orphan_approvals: vec![],
+        };
         let caller =
             Caller { name: "alice".into(), scopes: vec![Scope::Read], certificate_sha256: String::new() };
         let page = nodes(&Frame { caller: &caller, csrf: "t" }, &list, &Filter::default()).into_string();

@@ -1,0 +1,127 @@
+//! Approval files that name no node: `approved/<x>` where no record (nor an
+//! admission's claim) has the id `x` — a mistyped id, a node's name, an id
+//! since forgotten. Never acted on: said, with the nearest id when one
+//! differs by a character or a node's name is the file's.
+//!
+//! Invariants: finding them reads names only, and records only when there
+//! is an orphan to name a node for; a server keeps what its last
+//! maintenance pass found (for `/healthz` and the console) and logs each
+//! file once.
+
+use std::collections::HashSet;
+
+use serde::{Deserialize, Serialize};
+
+use super::{CLAIM_PREFIX, NodeId, Store, StoreResult};
+use janus_core::durable;
+
+/// An approval file that names no node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OrphanApproval {
+    /// Its name under `approved/`.
+    pub file: String,
+    /// The id it may have meant: one a character away, or the id of the
+    /// node whose name it is.
+    pub nearest: Option<String>,
+    /// Whether `nearest` is the node whose name the file is.
+    pub by_name: bool,
+}
+
+impl std::fmt::Display for OrphanApproval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let file = janus_core::terminal::escape(&self.file);
+        write!(f, "approved/{file} names no node and is not acted on")?;
+        match (&self.nearest, self.by_name) {
+            (Some(id), true) => {
+                write!(f, ": {file} is a node's name; its id is {id} (approve it as approved/{id})")
+            }
+            (Some(id), false) => write!(f, ": did you mean approved/{id}?"),
+            (None, _) => Ok(()),
+        }
+    }
+}
+
+/// What a server's maintenance found last, and which files it has logged.
+#[derive(Debug, Default)]
+pub(crate) struct OrphansSeen {
+    last: Vec<OrphanApproval>,
+    logged: HashSet<String>,
+}
+
+impl Store {
+    /// Every approval file that names no node, each with the nearest id.
+    pub fn orphan_approvals(&self) -> StoreResult<Vec<OrphanApproval>> {
+        let mut names = Vec::new();
+        self.each_name("approved", |name| {
+            if !name.starts_with(durable::TEMP_PREFIX) {
+                names.push(name.to_string());
+            }
+        })?;
+        let mut ids: HashSet<String> = HashSet::new();
+        self.each_name("nodes", |name| {
+            let id = name.strip_prefix(CLAIM_PREFIX).unwrap_or(name);
+            if let Some(id) = id.strip_suffix(".json").and_then(NodeId::parse) {
+                ids.insert(id.to_string());
+            }
+        })?;
+        let mut orphans: Vec<OrphanApproval> = names
+            .into_iter()
+            .filter(|name| !ids.contains(name.as_str()))
+            .map(|file| {
+                let nearest =
+                    janus_core::nearest::nearest(&file, ids.iter().map(String::as_str), 1).map(String::from);
+                OrphanApproval { file, nearest, by_name: false }
+            })
+            .collect();
+        if orphans.iter().any(|o| o.nearest.is_none()) {
+            self.name_the_nodes_of(&mut orphans)?;
+        }
+        orphans.sort_by(|a, b| a.file.cmp(&b.file));
+        Ok(orphans)
+    }
+
+    /// Fills `nearest` of the orphans whose file is a node's name.
+    fn name_the_nodes_of(&self, orphans: &mut [OrphanApproval]) -> StoreResult<()> {
+        #[derive(Deserialize)]
+        struct Named {
+            name: String,
+        }
+        let wanted: HashSet<String> =
+            orphans.iter().filter(|o| o.nearest.is_none()).map(|o| o.file.clone()).collect();
+        let mut found: Vec<(String, NodeId)> = Vec::new();
+        self.scan(|id, record: Named| {
+            if wanted.contains(&record.name) {
+                found.push((record.name, id));
+            }
+        })?;
+        for orphan in orphans.iter_mut().filter(|o| o.nearest.is_none()) {
+            if let Some((_, id)) = found.iter().find(|(name, _)| *name == orphan.file) {
+                orphan.nearest = Some(id.to_string());
+                orphan.by_name = true;
+            }
+        }
+        Ok(())
+    }
+
+    /// A maintenance pass's look: keeps what it found and logs each file
+    /// once (a file removed and made again is logged again).
+    pub(crate) fn note_orphans(&self) -> StoreResult<usize> {
+        let found = self.orphan_approvals()?;
+        let mut seen = self.orphans.lock().unwrap_or_else(|e| e.into_inner());
+        for orphan in &found {
+            if seen.logged.insert(orphan.file.clone()) {
+                tracing::warn!(file = %format!("approved/{}", orphan.file), "{orphan}");
+            }
+        }
+        let present: HashSet<&str> = found.iter().map(|o| o.file.as_str()).collect();
+        seen.logged.retain(|f| present.contains(f.as_str()));
+        let count = found.len();
+        seen.last = found;
+        Ok(count)
+    }
+
+    /// What the last maintenance pass found (empty before the first).
+    pub fn orphans_seen(&self) -> Vec<OrphanApproval> {
+        self.orphans.lock().unwrap_or_else(|e| e.into_inner()).last.clone()
+    }
+}
