@@ -151,6 +151,36 @@ pub enum Command {
         after_help = "Example:\n  janus-registration init --state /var/lib/janus-registration\n  janus-registration tokens add --state /var/lib/janus-registration"
     )]
     Init(InitArgs),
+    /// Take a consistent copy of a state directory (served or not), the ledger and its key included.
+    #[command(
+        after_help = "Example:\n  janus-registration backup --state /var/lib/janus-registration --out /backups/state-$(date +%F).tar.gz"
+    )]
+    Backup(BackupArgs),
+    /// Lay out a backup as a new state directory (missing or empty: never over one).
+    #[command(
+        after_help = "Example:\n  janus-registration restore --from /backups/state-2026-12-07.tar.gz --state /var/lib/janus-registration.new"
+    )]
+    Restore(RestoreArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BackupArgs {
+    /// The state directory to copy.
+    #[arg(long, env = "JANUS_REGISTRATION_STATE")]
+    pub state: std::path::PathBuf,
+    /// The backup file to write (a gzip'd tar, 0600; replaced if there).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    /// The backup file (`backup --out`).
+    #[arg(long)]
+    pub from: std::path::PathBuf,
+    /// The new state directory: missing or empty.
+    #[arg(long)]
+    pub state: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]

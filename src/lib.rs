@@ -14,7 +14,7 @@
 //! | `janus-endpoint` | the nodes' HTTPS port: its routes, limits, programs, reloads, metrics |
 //! | `janus-admin` | the admin model and its functions, and the admin listener (API and console) |
 //! | `janus-agent` | the node side: janusd's HTTPS client and registration loop |
-//! | `janus-registration` (this crate) | the command line ([`cli`], [`admin_args`], [`admin_cli`]) and the commands that compose the layers: [`serving`] (the two listeners side by side), [`settings`] (what startup says of them), [`certs`], [`demo`], [`healthcheck`], [`user_data`] |
+//! | `janus-registration` (this crate) | the command line ([`cli`], [`admin_args`], [`admin_cli`]) and the commands that compose the layers: [`serving`] (the two listeners side by side), [`backup`] (a state as one file, and back), [`settings`] (what startup says of them), [`certs`], [`demo`], [`healthcheck`], [`user_data`] |
 //!
 //! Each layer is named by its own crate (`janus_store::Store`): this crate
 //! re-exports none of them. docs/architecture.md is the maintainer's map.
@@ -24,6 +24,7 @@
 // The commands that compose the layers.
 pub mod admin_args;
 pub mod admin_cli;
+pub mod backup;
 pub mod certs;
 pub mod cli;
 pub mod demo;

@@ -94,6 +94,22 @@ fn run(cli: Cli) -> Result<ExitCode, Failure> {
             manpage(&args.out)?;
             Ok(ExitCode::SUCCESS)
         }
+        Command::Backup(args) => {
+            let taken = janus_registration::backup::backup(&args.state, &args.out)?;
+            print(&format!(
+                "backed up {} files of {} to {} (taken at {}, under the state's locks; the ledger and its key included)",
+                taken.files,
+                args.state.display(),
+                args.out.display(),
+                taken.taken_at
+            ));
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Restore(args) => {
+            let restored = janus_registration::backup::restore(&args.from, &args.state)?;
+            print(&janus_registration::backup::restored_words(&restored, &args.state));
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Init(args) => {
             store::Store::check_before_open(&args.state)?;
             store::Store::open(&args.state)?;

@@ -25,6 +25,7 @@ mod deploy;
 mod fail_closed;
 mod failed_admissions;
 mod frictions;
+mod front_door;
 mod handlers;
 mod hostile_nodes;
 mod operate;
