@@ -139,19 +139,7 @@ impl Default for Metrics {
             "1 when the last /healthz found that no node can be served (503)",
             unavailable.clone(),
         );
-        let build = Family::<BuildLabels, Gauge>::default();
-        registry.register(
-            "build_info",
-            "The build serving: always 1, its version in the labels",
-            build.clone(),
-        );
-        build
-            .get_or_create(&BuildLabels {
-                version: env!("CARGO_PKG_VERSION"),
-                crypto: if cfg!(feature = "aws-lc-rs") { "aws-lc-rs" } else { "ring" },
-                rust_version: env!("CARGO_PKG_RUST_VERSION"),
-            })
-            .set(1);
+        register_build_info(registry);
         let admissions = Family::<HowLabels, Counter>::default();
         registry.register(
             "admissions",
@@ -175,6 +163,19 @@ impl Default for Metrics {
             unavailable,
         }
     }
+}
+
+/// `build_info{version,crypto,rust_version} 1`: what this build is.
+fn register_build_info(registry: &mut Registry) {
+    let build = Family::<BuildLabels, Gauge>::default();
+    registry.register("build_info", "The build serving: always 1, its version in the labels", build.clone());
+    build
+        .get_or_create(&BuildLabels {
+            version: env!("CARGO_PKG_VERSION"),
+            crypto: if cfg!(feature = "aws-lc-rs") { "aws-lc-rs" } else { "ring" },
+            rust_version: env!("CARGO_PKG_RUST_VERSION"),
+        })
+        .set(1);
 }
 
 impl Metrics {

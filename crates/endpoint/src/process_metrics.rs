@@ -112,6 +112,7 @@ impl ProcessMetrics {
 /// The fields of `/proc/self/stat` after the command's name (field 3 on):
 /// the name, in parentheses, may hold spaces, so they follow its last ')'.
 fn stat_fields() -> Option<Vec<String>> {
+    // fold: a process series that cannot be read keeps its last value (not a state read).
     let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
     Some(stat.rsplit_once(')')?.1.split_whitespace().map(String::from).collect())
 }
@@ -119,14 +120,13 @@ fn stat_fields() -> Option<Vec<String>> {
 /// When this process started (Unix seconds): its start in clock ticks since
 /// boot (`/proc/self/stat`, field 22) after the boot time (`/proc/stat`, btime).
 fn start_time() -> Option<f64> {
+    // fold: without /proc the start time is when the metrics were made (not a state read).
     let ticks: f64 = stat_fields()?.get(19)?.parse().ok()?;
-    let boot: f64 = std::fs::read_to_string("/proc/stat")
-        .ok()?
-        .lines()
-        .find_map(|l| l.strip_prefix("btime "))?
-        .trim()
-        .parse()
-        .ok()?;
+    // fold: as above.
+    let stat = std::fs::read_to_string("/proc/stat").ok()?;
+    let boot = stat.lines().find_map(|l| l.strip_prefix("btime "))?.trim();
+    // fold: as above.
+    let boot: f64 = boot.parse().ok()?;
     Some(boot + ticks / USER_HZ)
 }
 

@@ -544,6 +544,7 @@ mod tests {
             ca_cert_pem: String::new(),
             token_sha256_prefix: None,
             token_labels: Default::default(),
+            approval_removed: false,
         };
         let list = NodeList {
             nodes: (0..ROWS_AT_MOST + 1).map(node).collect(),

@@ -91,6 +91,7 @@ mod tests {
             ca_cert_pem: String::new(),
             token_sha256_prefix: None,
             token_labels: Default::default(),
+            approval_removed: false,
         }
     }
 
