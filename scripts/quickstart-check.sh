@@ -97,7 +97,7 @@ if command -v certutil >/dev/null 2>&1; then
   grep -A3 '^Chromium on Linux' "$work/demo.out" | grep -E '^  (mkdir|certutil|pk12util)' | sed 's/^  //' >"$work/imports"
   [ "$(grep -c . "$work/imports")" = 3 ] || fail "the demo printed $(grep -c . "$work/imports") import commands for Chromium, not 3"
   while IFS= read -r line; do
-    HOME="$work/home" run import "$line"
+    (export HOME="$work/home" && run import "$line")
   done <"$work/imports"
   HOME="$work/home" certutil -L -d "sql:$work/home/.pki/nssdb" | grep -q demo-admin ||
     fail "the imported profile holds no demo-admin credential"

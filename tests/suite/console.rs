@@ -114,8 +114,8 @@ async fn a_person_sees_a_pending_node_escaped_and_approves_it_only_with_its_fing
     );
     let hash = ca_hash(&ca);
     assert!(
-        page.text().contains(&format!("<span>{}</span><span>{}</span>", &hash[..4], &hash[4..8])),
-        "the fingerprint as one run, its groups of four spacing only"
+        page.text().contains(&format!("<span>{}</span><wbr><span>{}</span>", &hash[..4], &hash[4..8])),
+        "the fingerprint as one run, its groups of four spacing only (a line may break between groups)"
     );
 
     let node_page = browser.get(&format!("/console/nodes/{id}")).await.text();

@@ -167,7 +167,7 @@ async fn healthz_metrics_and_json_logs() {
     };
     let text = scrape();
     for expected in [
-        "janus_registration_requests_total{route=\"/register\",status=\"201\"} 1",
+        "janus_registration_requests_total{route=\"/register\",status=\"201\"} 2",
         "janus_registration_announcements_total{outcome=\"pending\"} 1",
         "janus_registration_announcements_total{outcome=\"refused_bad_request\"} 1",
         "janus_registration_polls_total{outcome=\"pending\"} 1",

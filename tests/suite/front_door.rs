@@ -171,3 +171,36 @@ async fn a_backup_of_a_served_state_restores_with_every_spent_use_spent() {
         nodes.lines().filter(|l| l.contains("\"other-half\"") && l.contains("\"admitted\"")).count();
     assert_eq!(admitted_half, 1, "the use left is left: {nodes}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nodes_list_is_newest_first_unless_asked_otherwise() {
+    let fx = Fixture::new();
+    let server = Process::start(&fx.serve_args());
+    let client = node_client(&fx, server.addr);
+    let mut ids = Vec::new();
+    for (name, at) in
+        [("old", "2026-01-01T00:00:00Z"), ("new", "2026-03-01T00:00:00Z"), ("mid", "2026-02-01T00:00:00Z")]
+    {
+        let (id, _, _) = announce(&client, name, &certs::mint_node_ca(name).unwrap(), "").await;
+        let path = fx.state().join("nodes").join(format!("{id}.json"));
+        let mut record: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+        record["announced_at"] = at.into();
+        std::fs::write(&path, serde_json::to_vec(&record).unwrap()).unwrap();
+        ids.push(id);
+    }
+    let order = |args: &[&str]| {
+        let mut all = vec!["nodes", "list"];
+        all.extend(args);
+        let (ok, out, err) = admin(&fx.state(), &all);
+        assert!(ok, "{err}");
+        let position =
+            |name: &str| out.find(&format!("  {name} ")).unwrap_or_else(|| panic!("{name} in {out}"));
+        let mut names = ["old", "new", "mid"];
+        names.sort_by_key(|n| position(n));
+        names.join(",")
+    };
+    assert_eq!(order(&[]), "new,mid,old");
+    assert_eq!(order(&["--pending"]), "new,mid,old");
+    assert_eq!(order(&["--sort", "oldest"]), "old,mid,new");
+    assert_eq!(order(&["--pending", "--sort", "oldest"]), "old,mid,new");
+}

@@ -193,7 +193,7 @@ fn startup_warns_of_a_mistyped_variable_and_says_the_effective_settings() {
     command
         .args(fx.serve_args())
         .env("JANUS_REGISTRATION_MAX_PENDNG", "5")
-        .env("JANUS_REGISTRATION_RATE_BURST", "7");
+        .env("JANUS_REGISTRATION_MAX_PENDING", "77");
     let server = Process::start_command(command);
     let said = |needle: &str| wait_for(std::time::Duration::from_secs(10), || server.log().contains(needle));
     assert!(
@@ -207,11 +207,11 @@ fn startup_warns_of_a_mistyped_variable_and_says_the_effective_settings() {
     let line = server.log().lines().find(|l| l.contains(" settings ")).unwrap().to_string();
     for field in [
         format!("listen={}", server.addr),
-        "burst=7".into(),
+        "max_pending=77".into(),
         "admin_listen=off".into(),
         "max_pending=".into(),
     ] {
         assert!(line.contains(&field), "{field} in {line}");
     }
-    assert!(!server.log().contains("JANUS_REGISTRATION_RATE_BURST names"), "{}", server.log());
+    assert!(!server.log().contains("JANUS_REGISTRATION_MAX_PENDING names"), "{}", server.log());
 }

@@ -227,6 +227,7 @@ fn schemas() -> Value {
         .schema_from::<crate::tokens::Revoked>()
         .schema_from::<janus_store::NodeView>()
         .schema_from::<janus_store::NodeState>()
+        .schema_from::<janus_store::OrphanApproval>()
         .schema_from::<Code>()
         .build();
     let mut schemas = serde_json::to_value(&components).unwrap_or_default()["schemas"].take();

@@ -84,7 +84,10 @@ pub fn layout(frame: &Frame<'_>, title: &str, said: Option<Said<'_>>, body: Mark
 /// groups of four are spacing only (the stylesheet's), so a copy is the run.
 pub fn fingerprint(hex: &str) -> Markup {
     let groups: Vec<&str> = hex.as_bytes().chunks(4).map(|c| std::str::from_utf8(c).unwrap_or("?")).collect();
-    html! { code .fingerprint title=(Shown(hex)) { @for group in groups { span { (Shown(group)) } } } }
+    // A break is allowed between groups (never inside one): in a table the
+    // fingerprint takes two lines of eight groups, and the table fits 1280 px.
+    html! { code .fingerprint title=(Shown(hex)) { @for (i, group) in groups.iter().enumerate() {
+    @if i > 0 { wbr; } span { (Shown(group)) } } } }
 }
 
 fn age(at: Option<&str>) -> String {
@@ -145,7 +148,7 @@ fn node_rows(all: &[NodeView]) -> Markup {
                         td { (age(node.announced_at.as_deref())) }
                         td { (labels(&node.token_labels)) }
                         td { @if let Some(t) = &node.token_sha256_prefix { code { (Shown(t)) } } @else { "none" } }
-                        td { (fingerprint(&node.ca_sha256)) }
+                        td .fingerprint { (fingerprint(&node.ca_sha256)) }
                         // Truncated to fit the table; the whole subject on hover.
                         @let subject = ca_subject(&node.ca_cert_pem);
                         td .subject title=(subject.as_str()) { (Shown(&subject)) }
