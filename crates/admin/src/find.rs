@@ -114,7 +114,7 @@ fn no_match(store: &Store, key: &str, among: Among) -> Result<String> {
             return;
         }
         for candidate in [record.name.clone(), id.as_str()[..lower.len().clamp(6, 32)].to_string()] {
-            let d = edit_distance(&lower, &candidate.to_ascii_lowercase());
+            let d = janus_core::nearest::edit_distance(&lower, &candidate.to_ascii_lowercase());
             if d <= 2 && best.as_ref().is_none_or(|(b, _)| d < *b) {
                 best = Some((d, candidate));
             }
@@ -124,20 +124,4 @@ fn no_match(store: &Store, key: &str, among: Among) -> Result<String> {
         message.push_str(&format!("; did you mean {}?", escape(&guess)));
     }
     Ok(message)
-}
-
-/// Levenshtein distance, for "did you mean".
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut previous = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (row[j + 1] + 1).min(row[j] + 1).min(previous + usize::from(ca != *cb));
-            previous = here;
-        }
-    }
-    row[b.len()]
 }
