@@ -26,8 +26,8 @@ use serde_json::{Map, Value};
 use super::error::Undecidable;
 use super::error::{StoreError, StoreResult};
 use super::{
-    AuditEvent, DecidedBy, DecisionNote, NodeId, NodeRecord, NodeState, REJECTED_BURST, REJECTED_BURSTS_KEPT,
-    Store, audit, is_sha256_hex,
+    APPROVAL_REMOVED_DIR, AuditEvent, DecidedBy, DecisionNote, NodeId, NodeRecord, NodeState, REJECTED_BURST,
+    REJECTED_BURSTS_KEPT, Store, audit, is_sha256_hex,
 };
 use janus_core::durable;
 
@@ -515,10 +515,6 @@ impl Store {
         Ok(())
     }
 }
-
-/// `approval-removed/<id>`: the removal of `approved/<id>` after the trust
-/// went out was audited (once).
-pub(crate) const APPROVAL_REMOVED_DIR: &str = "approval-removed";
 
 /// The lock file every change of a `rejected-cas/` note is made under.
 pub(crate) const DECISIONS_LOCK: &str = "decisions.lock";

@@ -74,10 +74,9 @@ pub use id::NodeId;
 pub use ledger::{LEDGER_DIR, Ledger, Mac};
 pub use maintain::MaintenanceLimits;
 pub use on_pool::{AsyncStore, HEALTH_STALL};
-pub use orphans::OrphanApproval;
 pub use poll::{AdmittedHow, PollAnswer};
 pub use presented::Presented;
-pub use record::{DecisionNote, NodeRecord, NodeState, Pending, Unhealthy};
+pub use record::{DecisionNote, NodeRecord, NodeState, OrphanApproval, Pending, Unhealthy};
 pub use store::{DEFAULT_READMIT_WINDOW, Store};
 pub use tidier::Tidier;
 pub use tokens::Tokens;
@@ -85,6 +84,6 @@ pub use view::{NodeView, ca_sha256_of};
 
 pub(crate) use record::{is_sha256_hex, read_record_at};
 pub(crate) use store::{
-    CLAIM_PREFIX, Listing, PROBE_BYTES, REJECTED_BURST, REJECTED_BURSTS_KEPT, STALE_TEMP_AGE,
-    WRITE_FAILURE_MEMORY,
+    APPROVAL_REMOVED_DIR, CLAIM_PREFIX, Listing, PROBE_BYTES, REJECTED_BURST, REJECTED_BURSTS_KEPT,
+    STALE_TEMP_AGE, WRITE_FAILURE_MEMORY,
 };

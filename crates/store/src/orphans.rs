@@ -10,43 +10,10 @@
 
 use std::collections::HashSet;
 
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
-use super::{CLAIM_PREFIX, NodeId, Store, StoreResult};
+use super::{CLAIM_PREFIX, NodeId, OrphanApproval, Store, StoreResult};
 use janus_core::durable;
-
-/// An approval file that names no node.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct OrphanApproval {
-    /// Its name under `approved/`.
-    pub file: String,
-    /// The id it may have meant: one a character away, or the id of the
-    /// node whose name it is.
-    pub nearest: Option<String>,
-    /// Whether `nearest` is the node whose name the file is.
-    pub by_name: bool,
-}
-
-impl std::fmt::Display for OrphanApproval {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let file = janus_core::terminal::escape(&self.file);
-        write!(f, "approved/{file} names no node and is not acted on")?;
-        match (&self.nearest, self.by_name) {
-            (Some(id), true) => {
-                write!(f, ": {file} is a node's name; its id is {id} (approve it as approved/{id})")
-            }
-            (Some(id), false) => write!(f, ": did you mean approved/{id}?"),
-            (None, _) => Ok(()),
-        }
-    }
-}
-
-/// What a server's maintenance found last, and which files it has logged.
-#[derive(Debug, Default)]
-pub(crate) struct OrphansSeen {
-    last: Vec<OrphanApproval>,
-    logged: HashSet<String>,
-}
 
 impl Store {
     /// Every approval file that names no node, each with the nearest id.

@@ -129,3 +129,36 @@ pub struct DecisionNote {
     /// Who: the admin user, or the owner of a hand-made file.
     pub user: String,
 }
+
+/// An approval file that names no node.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct OrphanApproval {
+    /// Its name under `approved/`.
+    pub file: String,
+    /// The id it may have meant: one a character away, or the id of the
+    /// node whose name it is.
+    pub nearest: Option<String>,
+    /// Whether `nearest` is the node whose name the file is.
+    pub by_name: bool,
+}
+
+impl std::fmt::Display for OrphanApproval {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let file = janus_core::terminal::escape(&self.file);
+        write!(f, "approved/{file} names no node and is not acted on")?;
+        match (&self.nearest, self.by_name) {
+            (Some(id), true) => {
+                write!(f, ": {file} is a node's name; its id is {id} (approve it as approved/{id})")
+            }
+            (Some(id), false) => write!(f, ": did you mean approved/{id}?"),
+            (None, _) => Ok(()),
+        }
+    }
+}
+
+/// What a server's maintenance found last, and which files it has logged.
+#[derive(Debug, Default)]
+pub(crate) struct OrphansSeen {
+    pub(crate) last: Vec<OrphanApproval>,
+    pub(crate) logged: std::collections::HashSet<String>,
+}

@@ -78,7 +78,7 @@ pub struct Store {
     /// never looked at takes the network filesystem's precautions.
     pub(crate) all_local: std::sync::atomic::AtomicBool,
     /// The approval files naming no node that the last maintenance pass found.
-    pub(crate) orphans: std::sync::Mutex<super::orphans::OrphansSeen>,
+    pub(crate) orphans: std::sync::Mutex<super::record::OrphansSeen>,
 }
 
 /// A rejected CA announcing again within this is one burst: one audit entry.
@@ -105,8 +105,12 @@ pub(crate) const SUBDIRS: [&str; 8] = [
     "rejected-cas",
     ledger::LEDGER_DIR,
     audit::AUDIT_DIR,
-    super::decisions::APPROVAL_REMOVED_DIR,
+    APPROVAL_REMOVED_DIR,
 ];
+
+/// `approval-removed/<id>`: the removal of `approved/<id>` after the trust
+/// went out was audited (once).
+pub(crate) const APPROVAL_REMOVED_DIR: &str = "approval-removed";
 
 /// How old a `.tmp-*` file must be before startup takes it for a crash's leftover.
 pub(crate) const STALE_TEMP_AGE: std::time::Duration = std::time::Duration::from_secs(60);
