@@ -517,3 +517,37 @@ async fn no_one_click_mistakes_and_an_undo_for_a_rejection() {
     assert!(tokens.contains("need a credential with the <code>tokens</code> scope"), "{tokens}");
     server.stop().await;
 }
+
+/// Issue 61: the console says what an admin's files say: an approval file
+/// that names no node (with the id it may have meant), and a node whose
+/// approval was removed after it got the trust (admitted, marked).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_console_says_approval_files_that_name_no_node_and_removed_approvals() {
+    let fx = Fixture::new();
+    let admin_ca = certs::mint_admin_ca("test admin CA").unwrap();
+    let (server, admin) = with_admin_api(&fx, &admin_ca).await;
+    let client = node_client(&fx, server.addr);
+    let ca = certs::mint_node_ca("edge-9").unwrap();
+    let (id, secret, _) = announce(&client, "edge-9", &ca, "").await;
+    std::fs::write(fx.state().join("approved").join("edge-9"), b"").unwrap();
+    let mut browser = Browser::new(&fx, admin, &credential(&admin_ca, "alice", &Scope::ALL));
+    let page = browser.get("/console/").await.text();
+    assert!(
+        page.contains(&format!(
+            "approved/edge-9 names no node and is not acted on: edge-9 is a node&#39;s name; its id is {id}"
+        )) || page.contains(&format!(
+            "approved/edge-9 names no node and is not acted on: edge-9 is a node's name; its id is {id}"
+        )),
+        "{page}"
+    );
+    std::fs::remove_file(fx.state().join("approved").join("edge-9")).unwrap();
+    let (ok, _, err) =
+        crate::common::admin(&fx.state(), &["nodes", "approve", &id, "--expect-ca-sha256", &ca_hash(&ca)]);
+    assert!(ok, "{err}");
+    assert_eq!(get(&client, &format!("/register/{id}"), Some(&secret)).await.status, 200);
+    std::fs::remove_file(fx.state().join("approved").join(&id)).unwrap();
+    let page = browser.get("/console/nodes").await.text();
+    assert!(page.contains("approval file removed"), "{page}");
+    let node = browser.get(&format!("/console/nodes/{id}")).await.text();
+    assert!(node.contains("was removed after it got the fleet") && node.contains("Janus"), "{node}");
+}
