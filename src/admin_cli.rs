@@ -20,7 +20,7 @@ use janus_admin::tokens::TokenList;
 use janus_admin::{Actor, AdminError, NodeDetail, NodeView, Surface};
 use janus_core::clock::now_unix;
 use janus_core::terminal::{self, escape, escape_lines};
-use janus_store::Store;
+use janus_store::{OrphanApproval, Store};
 
 /// An admin command's refusal as the command line says it: its words and
 /// its code (`… (code: fingerprint_mismatch)`), or, when the command was
@@ -98,8 +98,8 @@ pub fn nodes(state: &Path, command: &NodesCommand, actor: &Actor) -> Result<Stri
     };
     match command {
         NodesCommand::List(args) => {
-            let listed = list(&store, args)?;
-            Ok(with_orphans(listed, &store, args.json))
+            let (listed, orphans) = list(&store, args)?;
+            Ok(with_orphans(listed, orphans, args.json))
         }
         NodesCommand::Watch(args) => watch(&store, args),
         NodesCommand::Show(ShowArgs { id, json }) => {
@@ -120,32 +120,30 @@ pub fn nodes(state: &Path, command: &NodesCommand, actor: &Actor) -> Result<Stri
     }
 }
 
-/// `nodes list`, in the order asked.
-fn list(store: &Store, args: &ListArgs) -> Result<String, AdminError> {
+/// `nodes list`, in the order asked, and the approval files that name no node.
+fn list(store: &Store, args: &ListArgs) -> Result<(String, Vec<OrphanApproval>), AdminError> {
     if !args.filter().filters_by_state() {
-        return match args.sort {
+        let listed = match args.sort {
             ListOrder::Directory => list_all(store, args.json, &args.labels),
             _ => list_sorted(store, args),
-        };
+        }?;
+        let orphans = store.orphan_approvals().unwrap_or_else(|e| {
+            eprintln!("janus-registration: cannot look for approval files that name no node: {e}");
+            Vec::new()
+        });
+        return Ok((listed, orphans));
     }
     let mut listed = janus_admin::node_list(store, &args.filter())?;
     say_skipped(&listed.unreadable);
     if args.sort == ListOrder::Oldest {
         listed.nodes.reverse();
     }
-    Ok(list_grouped(&listed.nodes, args.json))
+    Ok((list_grouped(&listed.nodes, args.json), listed.orphan_approvals))
 }
 
 /// A listing, then a line for each approval file that names no node: at the
 /// end of the table, or on stderr beside JSON lines (stdout stays JSON).
-fn with_orphans(listed: String, store: &Store, json: bool) -> String {
-    let orphans = match store.orphan_approvals() {
-        Ok(orphans) => orphans,
-        Err(e) => {
-            eprintln!("janus-registration: cannot look for approval files that name no node: {e}");
-            return listed;
-        }
-    };
+fn with_orphans(listed: String, orphans: Vec<OrphanApproval>, json: bool) -> String {
     if json {
         for orphan in &orphans {
             eprintln!("janus-registration: {orphan}");

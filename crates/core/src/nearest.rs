@@ -21,6 +21,22 @@ pub fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
+/// Whether `a` and `b` are at most one edit apart (a character changed,
+/// added or removed): linear, where [`edit_distance`] fills a table.
+pub fn within_one_edit(a: &str, b: &str) -> bool {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let (short, long) = if a.len() <= b.len() { (&a, &b) } else { (&b, &a) };
+    if long.len() - short.len() > 1 {
+        return false;
+    }
+    let Some(first) = short.iter().zip(long.iter()).position(|(x, y)| x != y) else { return true };
+    if short.len() == long.len() {
+        short[first + 1..] == long[first + 1..]
+    } else {
+        short[first..] == long[first + 1..]
+    }
+}
+
 /// The candidate closest to `word` within `at_most` edits (the first of
 /// equals, in the order given), if any.
 pub fn nearest<'c>(
@@ -36,7 +52,11 @@ pub fn nearest<'c>(
         if candidate.chars().count().abs_diff(length) > at_most {
             continue;
         }
-        let d = edit_distance(word, candidate);
+        // One edit, the usual bound, without a table.
+        if at_most == 1 && !within_one_edit(word, candidate) {
+            continue;
+        }
+        let d = if at_most == 1 { usize::from(word != candidate) } else { edit_distance(word, candidate) };
         if d <= at_most && best.is_none_or(|(b, _)| d < b) {
             best = Some((d, candidate));
         }
@@ -55,5 +75,13 @@ mod tests {
         assert_eq!(edit_distance("same", "same"), 0);
         assert_eq!(nearest("stat", ["state", "stats", "listen"], 1), Some("state"));
         assert_eq!(nearest("zzzz", ["state", "listen"], 1), None);
+        for (a, b) in [("abc", "abc"), ("abc", "abd"), ("abc", "ab"), ("abc", "xabc"), ("", "a")] {
+            assert!(within_one_edit(a, b) && within_one_edit(b, a), "{a} {b}");
+            assert!(edit_distance(a, b) <= 1);
+        }
+        for (a, b) in [("abc", "acb"), ("abc", "a"), ("abcd", "xbcx")] {
+            assert!(!within_one_edit(a, b) && !within_one_edit(b, a), "{a} {b}");
+            assert!(edit_distance(a, b) > 1);
+        }
     }
 }

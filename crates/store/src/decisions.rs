@@ -457,7 +457,7 @@ impl Store {
 
     /// Whether the trust went out to `id` (`delivered/<id>`), or (refused)
     /// why that cannot be told.
-    fn delivered_now(&self, id: &NodeId) -> StoreResult<bool> {
+    pub(crate) fn delivered_now(&self, id: &NodeId) -> StoreResult<bool> {
         self.was_delivered(id).map_err(|e| Undecidable::refuse("whether the trust went out", &e))
     }
 
@@ -468,14 +468,18 @@ impl Store {
     /// for a rejected node.
     pub fn approval_removed(&self, record: &NodeRecord) -> StoreResult<bool> {
         let id = &record.id;
-        if self.approved_now(id)? || self.poll_refused_now(id)? {
-            return Ok(false);
-        }
-        let claim = self.claim_path(id);
-        if durable::present(&claim).map_err(|e| durable::with_path(e, &claim))? {
+        if self.approved_now(id)? || self.poll_refused_now(id)? || self.admission_under_way(id)? {
             return Ok(false);
         }
         Ok(record.admitted || self.delivered_now(id)?)
+    }
+
+    /// Whether a token admission of `id` is under way: its claim file stays
+    /// until its approval is written, so an approval missing meanwhile is
+    /// not one removed.
+    pub(crate) fn admission_under_way(&self, id: &NodeId) -> StoreResult<bool> {
+        let claim = self.claim_path(id);
+        Ok(durable::present(&claim).map_err(|e| durable::with_path(e, &claim))?)
     }
 
     /// Audits, once across processes, that `record`'s approval was removed
@@ -503,13 +507,25 @@ impl Store {
     }
 
     /// Removes the marks of approvals that are back, or of nodes forgotten.
+    /// A mark whose node cannot be looked at now is kept (logged): at worst
+    /// a removal is not said again, and the pass goes on.
     pub(crate) fn tidy_approval_removed_marks(&self) -> StoreResult<()> {
         let mut ids = Vec::new();
         self.each_name(APPROVAL_REMOVED_DIR, |name| ids.extend(NodeId::parse(name)))?;
         for id in ids {
-            let back = self.approved_now(&id)? || self.read_record(&id)?.is_none();
-            if back {
-                durable::remove_durably(&self.marker(APPROVAL_REMOVED_DIR, &id))?;
+            let record = self.record_path(&id);
+            let back = self.approved_now(&id).and_then(|approved| {
+                Ok(approved || !durable::present(&record).map_err(|e| durable::with_path(e, &record))?)
+            });
+            let removed = match back {
+                Ok(true) => {
+                    durable::remove_durably(&self.marker(APPROVAL_REMOVED_DIR, &id)).map_err(Into::into)
+                }
+                Ok(false) => Ok(()),
+                Err(e) => Err(e),
+            };
+            if let Err(e) = removed {
+                tracing::warn!(node = %id, cause = %e, "an approval-removed mark is kept: its node cannot be looked at now");
             }
         }
         Ok(())

@@ -12,7 +12,7 @@
 
 use std::time::Duration;
 
-use super::error::{StoreResult, Undecidable};
+use super::error::StoreResult;
 use super::{AuditEvent, DecidedBy, NodeId, Pending, Store};
 
 /// How old an unfinished token admission must be before maintenance
@@ -78,9 +78,11 @@ impl Store {
                     report.approvals_removed += 1;
                     continue;
                 }
-                // Unknown: left as it is (never forgotten on a guess).
+                // Unknown: left as it is (never forgotten on a guess), and
+                // counted pending (the cap never undercounts).
                 Err(e) => {
                     tracing::warn!(node = %id, cause = %e, "cannot tell whether this node holds the trust: left as it is");
+                    report.pending += 1;
                     continue;
                 }
             }
@@ -118,7 +120,11 @@ impl Store {
             report.forgotten += 1;
         }
         self.tidy_approval_removed_marks()?;
-        report.orphan_approvals = self.note_orphans()?;
+        // Only said, never acted on: a failed look never stops the pass.
+        match self.note_orphans() {
+            Ok(count) => report.orphan_approvals = count,
+            Err(e) => tracing::warn!(cause = %e, "cannot look for approval files that name no node"),
+        }
         report.tokens_expired = self.tokens.sweep(&self.audit, now)?;
         Ok(report)
     }
@@ -127,9 +133,7 @@ impl Store {
     /// removed (audited once when so). Only records that say admitted, or
     /// whose trust went out, are read.
     fn trust_kept_without_approval(&self, id: &NodeId, awaits_admin: bool) -> StoreResult<bool> {
-        if awaits_admin
-            && !self.was_delivered(id).map_err(|e| Undecidable::refuse("whether the trust went out", &e))?
-        {
+        if awaits_admin && !self.delivered_now(id)? {
             return Ok(false);
         }
         let Some(record) = self.read_record(id)? else { return Ok(false) };

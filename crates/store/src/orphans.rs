@@ -3,10 +3,10 @@
 //! since forgotten. Never acted on: said, with the nearest id when one
 //! differs by a character or a node's name is the file's.
 //!
-//! Invariants: finding them reads names only, and records only when there
-//! is an orphan to name a node for; a server keeps what its last
-//! maintenance pass found (for `/healthz` and the console) and logs each
-//! file once.
+//! Invariants: finding them reads names only, and records (once) only when
+//! a file not shaped as an id may be a node's name; suggestions are made
+//! for the first [`SUGGESTED_AT_MOST`] files, so a look's cost is bounded; a server keeps what its last
+//! maintenance pass found (for `/healthz`) and logs each file once.
 
 use std::collections::HashSet;
 
@@ -14,6 +14,9 @@ use serde::Deserialize;
 
 use super::{CLAIM_PREFIX, NodeId, OrphanApproval, Store, StoreResult};
 use janus_core::durable;
+
+/// How many approval files that name no node get a suggested id in one look.
+const SUGGESTED_AT_MOST: usize = 100;
 
 impl Store {
     /// Every approval file that names no node, each with the nearest id.
@@ -34,16 +37,25 @@ impl Store {
         let mut orphans: Vec<OrphanApproval> = names
             .into_iter()
             .filter(|name| !ids.contains(name.as_str()))
-            .map(|file| {
-                let nearest =
-                    janus_core::nearest::nearest(&file, ids.iter().map(String::as_str), 1).map(String::from);
-                OrphanApproval { file, nearest, by_name: false }
-            })
+            .map(|file| OrphanApproval { file, nearest: None, by_name: false })
             .collect();
-        if orphans.iter().any(|o| o.nearest.is_none()) {
-            self.name_the_nodes_of(&mut orphans)?;
-        }
         orphans.sort_by(|a, b| a.file.cmp(&b.file));
+        // A suggestion for the first few: their cost grows with the records
+        // (approvals of many forgotten nodes are said, without one each).
+        for orphan in orphans.iter_mut().take(SUGGESTED_AT_MOST) {
+            orphan.nearest = janus_core::nearest::nearest(&orphan.file, ids.iter().map(String::as_str), 1)
+                .map(String::from);
+        }
+        // A file named as no id can be is looked for among the names: one
+        // read of the records, only then.
+        if orphans
+            .iter()
+            .take(SUGGESTED_AT_MOST)
+            .any(|o| o.nearest.is_none() && NodeId::parse(&o.file).is_none())
+        {
+            let suggested = SUGGESTED_AT_MOST.min(orphans.len());
+            self.name_the_nodes_of(&mut orphans[..suggested])?;
+        }
         Ok(orphans)
     }
 
@@ -53,15 +65,15 @@ impl Store {
         struct Named {
             name: String,
         }
-        let wanted: HashSet<String> =
-            orphans.iter().filter(|o| o.nearest.is_none()).map(|o| o.file.clone()).collect();
+        let unnamed = |o: &OrphanApproval| o.nearest.is_none() && NodeId::parse(&o.file).is_none();
+        let wanted: HashSet<String> = orphans.iter().filter(|o| unnamed(o)).map(|o| o.file.clone()).collect();
         let mut found: Vec<(String, NodeId)> = Vec::new();
         self.scan(|id, record: Named| {
             if wanted.contains(&record.name) {
                 found.push((record.name, id));
             }
         })?;
-        for orphan in orphans.iter_mut().filter(|o| o.nearest.is_none()) {
+        for orphan in orphans.iter_mut().filter(|o| unnamed(o)) {
             if let Some((_, id)) = found.iter().find(|(name, _)| *name == orphan.file) {
                 orphan.nearest = Some(id.to_string());
                 orphan.by_name = true;

@@ -67,8 +67,11 @@ impl Store {
             })
             .or_else(|| record.admitted_by.as_ref().map(ToString::to_string));
         let state = store.state_of(record)?;
+        // Admitted without its approval (so not rejected, and its token's
+        // answer or a poll carried the trust): removed, unless an
+        // admission is still writing it.
         let approval_removed =
-            approval.is_none() && state == NodeState::Admitted && store.approval_removed(record)?;
+            approval.is_none() && state == NodeState::Admitted && !store.admission_under_way(&record.id)?;
         Ok(NodeView {
             approval_removed,
             id: record.id.to_string(),
