@@ -82,11 +82,15 @@ pub fn backup(state: &Path, out: &Path) -> Result<Manifest, BackupError> {
     append(&mut archive, Path::new(MANIFEST), &manifest_bytes)?;
     for relative in &files {
         // `tokens` may be a link to the list kept elsewhere: its content.
-        let bytes = match fs::read(state.join(relative)) {
+        // Every other file is read without following a link (one planted
+        // since the listing is refused, never copied from where it points).
+        let path = state.join(relative);
+        let read = if relative == Path::new("tokens") { fs::read(&path) } else { durable::read_own(&path) };
+        let bytes = match read {
             Ok(bytes) => bytes,
             // Removed since the listing (a claim finished, a temp renamed).
             Err(e) if e.kind() == io::ErrorKind::NotFound => continue,
-            Err(e) => return Err(durable::with_path(e, &state.join(relative)).into()),
+            Err(e) => return Err(durable::with_path(e, &path).into()),
         };
         append(&mut archive, &Path::new(PREFIX).join(relative), &bytes)?;
     }

@@ -129,6 +129,10 @@ async fn a_backup_of_a_served_state_restores_with_every_spent_use_spent() {
     let (_, _, status) = announce(&client, "half", &certs::mint_node_ca("half").unwrap(), &twice).await;
     assert_eq!(status, 201);
     let work = tempfile::tempdir().unwrap();
+    // A link planted in the state is never followed into the copy.
+    let secret = work.path().join("not-state");
+    std::fs::write(&secret, b"not for the backup").unwrap();
+    std::os::unix::fs::symlink(&secret, fx.state().join("nodes").join("planted.json")).unwrap();
     let file = work.path().join("state.tar.gz");
     let (ok, said, err) =
         cli(&["backup", "--state", fx.state().to_str().unwrap(), "--out", file.to_str().unwrap()]);
@@ -139,6 +143,7 @@ async fn a_backup_of_a_served_state_restores_with_every_spent_use_spent() {
     let (ok, said, err) =
         cli(&["restore", "--from", file.to_str().unwrap(), "--state", restored.to_str().unwrap()]);
     assert!(ok && said.contains("A token spent AFTER that time admits again"), "{said} {err}");
+    assert!(!restored.join("nodes").join("planted.json").exists(), "the planted link is not copied");
     // Into a directory that is not empty (a served one is laid out): refused.
     let (ok, _, err) =
         cli(&["restore", "--from", file.to_str().unwrap(), "--state", fx.state().to_str().unwrap()]);
